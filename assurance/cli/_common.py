@@ -1,0 +1,45 @@
+"""Shared CLI plumbing: consoles, the user-error type and exit codes.
+
+Data goes to stdout; diagnostics and progress go to ``err_console`` (stderr).
+Exit codes: 0 ok, 1 findings (claim not supported, verification refuted), 2 usage or input error.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+
+__all__ = ["err_console", "out_console", "BitcaseError", "fail", "EXIT_OK", "EXIT_FINDINGS",
+           "EXIT_USAGE", "DbOption", "JsonOption"]
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+
+err_console = Console(stderr=True)
+out_console = Console(soft_wrap=True)
+
+
+class BitcaseError(Exception):
+    """A user or input error: what went wrong, where, and how to fix it. Exits with code 2."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def fail(message: str, *, hint: str | None = None, code: int = EXIT_USAGE) -> NoReturn:
+    """Print an error to stderr and exit with ``code``."""
+    err_console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    if hint:
+        err_console.print(f"[dim]hint:[/] {hint}", markup=True, highlight=False)
+    raise typer.Exit(code=code)
+
+
+DbOption = Annotated[
+    str | None,
+    typer.Option("--db", help="Database URL or SQLite file path (default: $BITCASE_DB, $DATABASE_URL, ./bitcase.db)."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON to stdout.")]

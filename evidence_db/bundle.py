@@ -1,0 +1,129 @@
+"""Evidence bundle format v1: the records producers emit and ``bitcase ingest`` reads.
+
+Producers never touch the database; they build :class:`EvidenceRecord` objects and write
+them with :func:`write_bundle` (JSONL, one record per line, written atomically). The
+format is documented in ``docs/evidence-format.md``; its JSON Schema ships as
+``evidence_db/schema/evidence-v1.json``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from evidence_db.canonical import canonical_json, digest_of
+
+__all__ = [
+    "SCHEMA_ID",
+    "CATEGORIES",
+    "STATUSES",
+    "Producer",
+    "Deployment",
+    "Subject",
+    "EvidenceRecord",
+    "write_bundle",
+    "utc_now",
+]
+
+SCHEMA_ID = "bitcase.evidence/v1"
+CATEGORIES = ("kernel_proof", "trusted_contract_translation", "runtime_config_check", "test_result")
+STATUSES = ("pass", "fail", "error", "inconclusive")
+
+
+def utc_now() -> str:
+    """Current UTC time as an ISO 8601 string with a ``Z`` suffix."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True, slots=True)
+class Producer:
+    """The tool run that produced a record."""
+
+    tool: str  # e.g. "bitcase verify"
+    version: str
+    command: str
+    host: str
+    accelerator: str  # "cpu" or the GPU model name
+    started_at: str
+    finished_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """A deployment configuration D: its fields and their digest."""
+
+    fields: dict[str, Any]
+    digest: str = ""
+
+    def __post_init__(self) -> None:
+        expected = digest_of(self.fields)
+        if not self.digest:
+            object.__setattr__(self, "digest", expected)
+        elif self.digest != expected:
+            raise ValueError(f"deployment digest {self.digest} does not match its fields ({expected})")
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """Something an evidence item covers: a URI and the sha256 digest it had."""
+
+    uri: str  # "code:kernels/matmul.py", "deployment:sha256:…", "model:sha256:…"
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceRecord:
+    """One evidence item, exactly one category, naming the D it was produced under."""
+
+    id: str  # stable key chosen by the producer; same id + different content is an error
+    category: str
+    obligation: str
+    status: str
+    summary: str
+    producer: Producer
+    deployment: Deployment
+    subjects: tuple[Subject, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+    produced_at: str = field(default_factory=utc_now)
+
+    def __post_init__(self) -> None:
+        if self.category not in CATEGORIES:
+            raise ValueError(f"category {self.category!r} is not one of {CATEGORIES}")
+        if self.status not in STATUSES:
+            raise ValueError(f"status {self.status!r} is not one of {STATUSES}")
+        if not self.id or not self.obligation:
+            raise ValueError("evidence records need a non-empty id and obligation")
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The record as the JSON object written to a bundle."""
+        d = asdict(self)
+        d["subjects"] = [asdict(s) for s in self.subjects]
+        return {"schema": SCHEMA_ID, **d}
+
+    def content_digest(self) -> str:
+        """Digest of the record's content (what makes a re-ingest a no-op)."""
+        return digest_of(self.to_json_dict())
+
+
+def write_bundle(path: Path, records: Iterable[EvidenceRecord]) -> int:
+    """Write records as JSONL atomically (temp file + rename); return how many were written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for record in records:
+                f.write(canonical_json(record.to_json_dict()) + "\n")
+                count += 1
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return count

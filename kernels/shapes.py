@@ -1,0 +1,64 @@
+"""Static model shapes: the only inputs from which kernel launch configurations are chosen.
+
+Torch-free so the plan, the verifier and the case loader can use it without a GPU stack.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ModelShape", "PRESETS", "preset"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelShape:
+    """Shape of a Llama-family decoder; everything a launch configuration may depend on."""
+
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    page_size: int = 16
+    dtype: str = "float32"  # "float32" or "bfloat16"
+    has_qkv_bias: bool = False
+    tie_word_embeddings: bool = False
+    rope_theta: float = 10000.0
+    rms_norm_eps: float = 1e-5
+    max_position_embeddings: int = 2048
+
+    def __post_init__(self) -> None:
+        for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
+                     "intermediate_size", "vocab_size", "page_size", "max_position_embeddings"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"ModelShape.{name} must be positive, got {getattr(self, name)}")
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_heads {self.num_heads} is not a multiple of num_kv_heads {self.num_kv_heads}")
+        if self.head_dim % 2:
+            raise ValueError(f"head_dim {self.head_dim} must be even for RoPE")
+        if self.dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"dtype {self.dtype!r} is not float32 or bfloat16")
+
+
+PRESETS: dict[str, ModelShape] = {
+    # CPU tests and the embedded default: small enough for the Triton interpreter.
+    "tiny": ModelShape(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16,
+                       intermediate_size=128, vocab_size=256, page_size=16),
+    "small": ModelShape(hidden_size=256, num_layers=4, num_heads=8, num_kv_heads=4, head_dim=32,
+                        intermediate_size=688, vocab_size=2048, page_size=16, has_qkv_bias=True),
+    # Llama-3.2-1B shape (weights random-initialised; none are downloaded).
+    "llama-1b": ModelShape(hidden_size=2048, num_layers=16, num_heads=32, num_kv_heads=8, head_dim=64,
+                           intermediate_size=8192, vocab_size=128256, page_size=16, dtype="bfloat16",
+                           tie_word_embeddings=True, rope_theta=500000.0,
+                           max_position_embeddings=131072),
+}
+
+
+def preset(name: str) -> ModelShape:
+    """The named preset shape; a clear error lists the known names."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ValueError(f"unknown preset {name!r}; known presets: {', '.join(sorted(PRESETS))}") from None
