@@ -1,0 +1,83 @@
+"""Engine configuration: every limit and choice that is part of the deployment configuration D.
+
+Torch-free: the scheduler and the cache manager read it, and so does the CLI before any model loads.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, fields
+
+__all__ = ["EngineConfig", "DTYPES"]
+
+DTYPES = ("float32", "bfloat16")
+_DEVICE_RE = re.compile(r"^(cpu|cuda(:\d+)?)$")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Limits and choices of one engine instance.
+
+    ``dtype=None`` takes the checkpoint's dtype. ``num_threads`` is applied with
+    ``torch.set_num_threads`` when the engine starts (CPU reductions may depend on it, so it is
+    part of D). ``check_mode`` runs the four engine invariants after every step.
+    """
+
+    page_size: int = 16
+    num_pages: int = 256
+    max_num_seqs: int = 16
+    max_num_batched_tokens: int = 512
+    max_model_len: int = 1024
+    enable_prefix_caching: bool = True
+    check_mode: bool = False
+    check_kv_pages_per_step: int = 2  # live pages recomputed cold per step in check mode
+    keep_logit_rows: bool = True  # False keeps only a digest of each row in the trace
+    device: str = "cpu"
+    dtype: str | None = None
+    num_threads: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("page_size", "num_pages", "max_num_seqs", "max_num_batched_tokens",
+                     "max_model_len", "num_threads"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"EngineConfig.{name} must be a positive integer, got {value!r}")
+        if self.check_kv_pages_per_step < 0:
+            raise ValueError("EngineConfig.check_kv_pages_per_step must be >= 0, "
+                             f"got {self.check_kv_pages_per_step}")
+        if self.max_num_batched_tokens < self.page_size:
+            # A non-final prefill chunk ends on a page boundary, so a budget below one page could
+            # never advance a long prompt.
+            raise ValueError(f"EngineConfig.max_num_batched_tokens ({self.max_num_batched_tokens}) must be "
+                             f"at least page_size ({self.page_size})")
+        if self.max_pages_per_seq > self.num_pages:
+            raise ValueError(f"EngineConfig.num_pages ({self.num_pages}) cannot hold one request of "
+                             f"max_model_len {self.max_model_len} ({self.max_pages_per_seq} pages of "
+                             f"{self.page_size}); raise num_pages or lower max_model_len")
+        if not _DEVICE_RE.match(self.device):
+            raise ValueError(f"EngineConfig.device {self.device!r} is not 'cpu', 'cuda' or 'cuda:N'")
+        if self.dtype is not None and self.dtype not in DTYPES:
+            raise ValueError(f"EngineConfig.dtype {self.dtype!r} is not one of {DTYPES}")
+
+    @property
+    def max_pages_per_seq(self) -> int:
+        """Pages one request of ``max_model_len`` positions occupies."""
+        return math.ceil(self.max_model_len / self.page_size)
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: object) -> "EngineConfig":
+        """Build from keyword arguments, naming any unknown key and listing the known ones."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise ValueError(f"unknown engine option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**kwargs)  # type: ignore[arg-type]
+
+    def limits(self) -> dict[str, object]:
+        """The page size and engine limits recorded in D (check mode and trace options change no value)."""
+        return {name: getattr(self, name) for name in _LIMIT_FIELDS}
+
+
+_LIMIT_FIELDS = ("page_size", "num_pages", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
+                 "enable_prefix_caching")
