@@ -1,9 +1,173 @@
-"""`bitcase` commands of this group (being built)."""
+"""`bitcase review` (audit reviews of trusted items and evidence) and `bitcase audit diff`."""
 
 from __future__ import annotations
 
+import json
+import re
+from datetime import date, datetime, timezone
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from assurance.cli._common import EXIT_FINDINGS, BitcaseError, DbOption, JsonOption, err_console, fail
+
+review_app = typer.Typer(help="Audit reviews of trusted items and evidence (append-only, digest-pinned).",
+                         no_args_is_help=True)
+
+CaseOption = Annotated[Path | None, typer.Option(
+    "--case", help="Case file (.toml); default: the packaged determinism case.", dir_okay=False)]
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+class Decision(str, Enum):
+    accept = "accept"
+    reject = "reject"
+    needs_work = "needs-work"
+
+
+def _parse_expires(text: str | None) -> date | None:
+    if text is None:
+        return None
+    try:
+        if not _DATE.match(text):
+            raise ValueError(text)
+        day = date.fromisoformat(text)
+    except ValueError:
+        raise BitcaseError(f"--expires {text!r} is not a date", hint="write it as YYYY-MM-DD, e.g. 2027-06-30") from None
+    if day < datetime.now(timezone.utc).date():
+        raise BitcaseError(f"--expires {text} is in the past", hint="give the last day the review should count")
+    return day
+
+
+@review_app.command("add")
+def add(
+    item: Annotated[str, typer.Argument(help="A trusted item's case node id, or an evidence item id.")],
+    decision: Annotated[Decision, typer.Option("--decision", help="accept, reject or needs-work.")],
+    by: Annotated[str, typer.Option("--by", help="Who reviewed it (name or handle).")],
+    rationale: Annotated[str, typer.Option("--rationale", help="Why: what was checked and how.")],
+    expires: Annotated[str | None, typer.Option("--expires", help="Last day the review counts (YYYY-MM-DD).")] = None,
+    db: DbOption = None,
+    case: CaseOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Record an audit review of ITEM, pinned to the digest ITEM has now.
+
+    Editing a trusted item's text or rationale, or re-producing an evidence item with other
+    content, makes the review stale. Reviews are appended to the store's hash chain, never edited.
+    """
+    from assurance.render.review_targets import resolve_target
+    from evidence_db.reviews import add_review
+    from evidence_db.session import open_session
+
+    try:
+        expires_on = _parse_expires(expires)
+        target = resolve_target(item, db=db, case_path=case)
+        with open_session(db, write=True) as session:
+            view = add_review(session=session, target=item, target_digest=target.digest, decision=decision.value,
+                              reviewer=by, rationale=rationale, expires=expires_on)
+    except BitcaseError as exc:
+        fail(str(exc), hint=exc.hint)
+    err_console.print(f"recorded review {view.seq}: {view.decision} {target.kind} {item} "
+                      f"(pinned to {target.digest})", highlight=False, markup=False)
+    record = {"seq": view.seq, "target": view.target, "target_kind": target.kind,
+              "target_digest": view.target_digest, "decision": view.decision, "reviewer": view.reviewer,
+              "rationale": view.rationale, "created_at": view.created_at,
+              "expires": view.expires.isoformat() if view.expires else None}
+    typer.echo(json.dumps(record, sort_keys=True) if json_out else f"{view.seq}\t{view.decision}\t{view.target}")
+
+
+@review_app.command("list")
+def list_(
+    db: DbOption = None,
+    case: CaseOption = None,
+    target: Annotated[str | None, typer.Option("--target", help="Only reviews of this item.")] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """List every audit review in the order recorded, with whether it is pinned to the current digest."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from assurance.render.review_targets import current_digests
+    from evidence_db.reviews import list_reviews
+    from evidence_db.session import open_session
+
+    try:
+        with open_session(db) as session:
+            reviews = list_reviews(session=session)
+        digests = current_digests(db=db, case_path=case)
+    except BitcaseError as exc:
+        fail(str(exc), hint=exc.hint)
+    rows = [r for r in reviews if target is None or r.target == target]
+    records = [{"seq": r.seq, "target": r.target, "decision": r.decision, "reviewer": r.reviewer,
+                "rationale": r.rationale, "created_at": r.created_at, "target_digest": r.target_digest,
+                "expires": r.expires.isoformat() if r.expires else None,
+                "pinned_to_current": (digests[r.target] == r.target_digest) if r.target in digests else None}
+               for r in rows]
+    if json_out:
+        typer.echo(json.dumps(records, sort_keys=True, indent=2))
+        return
+    table = Table("seq", "target", "decision", "reviewer", "recorded", "expires", "pinned", "rationale")
+    for rec in records:
+        pinned = {True: "current", False: "stale", None: "unknown item"}[rec["pinned_to_current"]]
+        table.add_row(str(rec["seq"]), rec["target"], rec["decision"], rec["reviewer"], rec["created_at"][:10],
+                      rec["expires"] or "", pinned, rec["rationale"][:80])
+    Console(soft_wrap=False, markup=False).print(table) if records else err_console.print("no reviews recorded")
+
+
+def diff(
+    a: Annotated[str, typer.Argument(help="Before: a store (URL or SQLite file) or an exported JSON snapshot.")],
+    b: Annotated[str, typer.Argument(help="After: a store (URL or SQLite file) or an exported JSON snapshot.")],
+    case: CaseOption = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Compare two stores or snapshots: changed statuses, evidence added/removed, trusted base.
+
+    Exits 1 when anything differs and 0 when they are identical. A store is evaluated with
+    the case (--case, default the packaged one).
+    """
+    from assurance.render.diff import diff_snapshots
+    from assurance.render.snapshot import load_snapshot
+
+    try:
+        result = diff_snapshots(load_snapshot(a, case_path=case), load_snapshot(b, case_path=case))
+    except BitcaseError as exc:
+        fail(str(exc), hint=exc.hint)
+    if json_out:
+        typer.echo(json.dumps(result.to_json(), sort_keys=True, indent=2))
+    else:
+        for c in result.status_changes:
+            typer.echo(f"status\t{c.deployment[:19]}\t{c.node_id}\t{c.before or '(absent)'} -> {c.after or '(absent)'}")
+        for label, ids in (("evidence+", result.evidence_added), ("evidence-", result.evidence_removed),
+                           ("evidence~", result.evidence_changed)):
+            for item_id in ids:
+                typer.echo(f"{label}\t{item_id}")
+        for label, pairs in (("trusted+", result.trusted_added), ("trusted-", result.trusted_removed)):
+            for deployment, node_id in pairs:
+                typer.echo(f"{label}\t{deployment[:19]}\t{node_id}")
+        err_console.print("identical" if result.is_empty else
+                          f"{len(result.status_changes)} status changes, {len(result.evidence_added)} evidence "
+                          f"added, {len(result.evidence_removed)} removed, {len(result.evidence_changed)} changed, "
+                          f"trusted base +{len(result.trusted_added)}/-{len(result.trusted_removed)}",
+                          highlight=False)
+    if not result.is_empty:
+        raise typer.Exit(code=EXIT_FINDINGS)
+
+
+def _audit_app(app: typer.Typer) -> typer.Typer:
+    """The `audit` group of the evidence store's CLI module, or a new one while it has none."""
+    from assurance.cli import audit
+
+    existing = getattr(audit, "audit_app", None)
+    if existing is not None:
+        return existing
+    group = typer.Typer(help="Audit the evidence store.", no_args_is_help=True)
+    app.add_typer(group, name="audit")
+    return group
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the main app."""
+    """Add the `review` group, and `diff` to the `audit` group."""
+    app.add_typer(review_app, name="review")
+    _audit_app(app).command("diff")(diff)

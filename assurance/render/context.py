@@ -1,0 +1,134 @@
+"""Turn a :class:`ReportModel` into the plain values the report templates read.
+
+All evidence text is cleaned here (:func:`assurance.render.safe.clean_text`) and reaches
+the templates as ordinary strings, which autoescaping then makes inert.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from assurance.render import legend, tables
+from assurance.render.model import EvidenceModel, NodeModel, ReportModel, ScopeModel
+from assurance.render.safe import anchor_id, clean_text, short_digest
+from assurance.render.tree import tree_rows
+
+__all__ = ["report_context", "scope_context", "report_data"]
+
+_PROBLEM_ORDER = {"failed": 0, "defeated": 0, "stale": 1, "missing": 2}
+
+
+def _anchor_prefixes(model: ReportModel) -> dict[str, tuple[str, str]]:
+    """Node and evidence anchor prefixes per scope: plain with one D, D-qualified with several."""
+    if len(model.scopes) == 1:
+        return {model.scopes[0].deployment_digest: ("n", "e")}
+    return {s.deployment_digest: (f"d{short_digest(s.deployment_digest, 8)}-n",
+                                  f"d{short_digest(s.deployment_digest, 8)}-e")
+            for s in model.scopes}
+
+
+def _attention(scope: ScopeModel) -> list[dict[str, Any]]:
+    """Failed, then stale, then missing nodes and evidence, with their counterexamples."""
+    entries = []
+    for node in scope.nodes:
+        if node.status in _PROBLEM_ORDER:
+            entries.append({"rank": _PROBLEM_ORDER[node.status], "kind": "node", "node": node,
+                            "status": node.status, "counterexamples": node.counterexamples})
+    for item in scope.evidence:
+        problem = "failed" if item.status in ("fail", "error") else "stale" if item.is_stale else ""
+        if problem:
+            cex = item.details.get("counterexample")
+            entries.append({"rank": _PROBLEM_ORDER[problem], "kind": "evidence", "item": item,
+                            "status": problem, "counterexamples": (cex,) if cex else ()})
+    entries.sort(key=lambda e: (e["rank"], e["kind"], e["node"].node_id if e["kind"] == "node"
+                                else e["item"].item_id))
+    return entries
+
+
+def _metrics(scope: ScopeModel) -> dict[str, Any]:
+    statuses = Counter(n.status for n in scope.nodes if n.status)
+    flagged = sum(1 for n in scope.nodes if n.is_trusted and (n.review is None or n.review.is_flagged))
+    return {
+        "num_nodes": len(scope.nodes),
+        "num_evidence": len(scope.evidence),
+        "by_status": {s: statuses.get(s, 0) for s in legend.STATUS_ORDER if statuses.get(s, 0)},
+        "by_category": dict(sorted(Counter(i.category for i in scope.evidence).items())),
+        "num_trusted": sum(1 for n in scope.nodes if n.is_trusted),
+        "num_trusted_flagged": flagged,
+        "num_trusted_base": len(scope.trusted_base),
+        "num_stale_evidence": sum(1 for i in scope.evidence if i.is_stale),
+        "num_failed_evidence": sum(1 for i in scope.evidence if i.status in ("fail", "error")),
+    }
+
+
+def _verdict(node: NodeModel, scope: ScopeModel) -> dict[str, Any]:
+    return {"node": node, "status": node.status,
+            "label": legend.VERDICT_TEXT.get(node.status, node.status or "no status"),
+            "explanation": legend.STATUS_TEXT.get(node.status, ""),
+            "num_trusted_base": len(scope.trusted_base)}
+
+
+def scope_context(scope: ScopeModel, node_prefix: str, evidence_prefix: str) -> dict[str, Any]:
+    """Everything the templates show for one deployment configuration."""
+    by_id = {n.node_id: n for n in scope.nodes}
+    evidence_ids = {i.item_id for i in scope.evidence}
+    return {
+        "scope": scope,
+        "digest": clean_text(scope.deployment_digest),
+        "short": short_digest(scope.deployment_digest),
+        "fields": sorted((clean_text(k), clean_text(v)) for k, v in scope.deployment_fields.items()),
+        "node_prefix": node_prefix,
+        "evidence_prefix": evidence_prefix,
+        "by_id": by_id,
+        "evidence_ids": evidence_ids,
+        "verdicts": [_verdict(by_id[c], scope) for c in scope.top_claims],
+        "metrics": _metrics(scope),
+        "attention": _attention(scope),
+        "rows": tree_rows(scope),
+        "kernel_proofs": tables.kernel_proof_rows(scope.evidence),
+        "runtime_checks": tables.runtime_check_rows(scope.evidence),
+        "suites": tables.suite_rows(scope.evidence),
+        "trusted": tables.trusted_rows(scope.nodes),
+        "trusted_evidence": [i for i in scope.evidence if i.category == "trusted_contract_translation"],
+        "trusted_base": [by_id[t] for t in scope.trusted_base],
+        "evidence": sorted(scope.evidence, key=lambda i: (i.category, i.item_id)),
+    }
+
+
+def report_data(model: ReportModel, scopes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The JSON the inline script reads (and tests inspect): verdicts and counts only."""
+    return {
+        "schema": "bitcase.report/v1",
+        "title": clean_text(model.title),
+        "statuses": list(legend.STATUS_ORDER),
+        "categories": list(legend.CATEGORY_TEXT),
+        "scopes": [{
+            "deployment": s["digest"],
+            "node_count": s["metrics"]["num_nodes"],
+            "evidence_count": s["metrics"]["num_evidence"],
+            "by_status": s["metrics"]["by_status"],
+            "verdicts": [{"node": clean_text(v["node"].node_id), "status": v["status"],
+                          "anchor": anchor_id(s["node_prefix"], v["node"].node_id)}
+                         for v in s["verdicts"]],
+        } for s in scopes],
+    }
+
+
+def report_context(model: ReportModel) -> dict[str, Any]:
+    """The template context for the whole report (assets and diagram are added by the caller)."""
+    prefixes = _anchor_prefixes(model)
+    scopes = [scope_context(s, *prefixes[s.deployment_digest]) for s in model.scopes]
+    return {
+        "model": model,
+        "title": clean_text(model.title),
+        "case_ref": clean_text(model.case_ref),
+        "case_digest": clean_text(model.case_digest),
+        "store_ref": clean_text(model.store_ref),
+        "as_of": clean_text(model.as_of),
+        "scopes": scopes,
+        "status_text": legend.STATUS_TEXT,
+        "review_text": legend.REVIEW_TEXT,
+        "category_text": legend.CATEGORY_TEXT,
+        "data": report_data(model, scopes),
+    }

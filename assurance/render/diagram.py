@@ -1,0 +1,136 @@
+"""The trust-boundary diagram as DOT, built with pydot (imported lazily).
+
+Regions (clusters) hold the components by how they are assured; the contracts that cross
+a boundary are edges. DOT ids are fixed ASCII keys and never contain ``:``; all case text
+goes into quoted labels. The same scope gives the same DOT bytes: everything is emitted in
+sorted order and nothing depends on time or the machine.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import TYPE_CHECKING
+
+from assurance.render.components import COMPONENTS, CONTRACTS, REGIONS, attachment, region_of
+from assurance.render.model import ScopeModel
+from assurance.render.safe import clean_text, short_digest
+
+if TYPE_CHECKING:
+    import pydot
+
+__all__ = ["rests_on", "build_diagram", "dot_source", "dot_quote", "UnknownNodeError"]
+
+_MAX_LABEL_CHARS = 80
+_REGION_COLOURS = {"verified": "#1a7f37", "runtime-checked": "#0a6f8f", "tested": "#4b5fc1",
+                   "trusted": "#9a6700", "unsupported": "#cf222e", "outside": "#6e7781"}
+_PROBLEMS = ("failed", "stale", "missing")
+
+
+class UnknownNodeError(KeyError):
+    """The focus node is not in the case."""
+
+
+def dot_quote(text: object, max_chars: int = _MAX_LABEL_CHARS) -> str:
+    """``text`` as a quoted DOT string: cleaned, cut, with backslashes and quotes escaped.
+
+    Quoting ourselves keeps pydot from reading ``<…>`` as an HTML label and Graphviz from
+    expanding escapes such as ``\\N`` in hostile text.
+    """
+    lines = clean_text(text).split("\n")
+    cut = [line if len(line) <= max_chars else line[: max_chars - 1] + "…" for line in lines[:6]]
+    body = "\n".join(cut).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{body}"'
+
+
+def rests_on(scope: ScopeModel, node_id: str) -> set[str]:
+    """``node_id`` and every node it rests on (supported-by and in-context-of, transitively)."""
+    by_id = {n.node_id: n for n in scope.nodes}
+    if node_id not in by_id:
+        raise UnknownNodeError(node_id)
+    seen, stack = {node_id}, [node_id]
+    while stack:
+        node = by_id[stack.pop()]
+        for kid in (*node.children, *node.context):
+            if kid in by_id and kid not in seen:
+                seen.add(kid)
+                stack.append(kid)
+    return seen
+
+
+def _summary(statuses: list[str]) -> str:
+    counts = Counter(statuses)
+    return " · ".join(f"{counts[s]} {s}" for s in sorted(counts))
+
+
+def build_diagram(scope: ScopeModel, *, focus: str | None = None) -> "pydot.Dot":
+    """The diagram for one scope; with ``focus``, only what that claim rests on."""
+    import pydot  # lazily: the CLI's --help must not pay for it
+
+    keep = rests_on(scope, focus) if focus else {n.node_id for n in scope.nodes}
+    attached: dict[str, list[str]] = defaultdict(list)  # key -> statuses of attached nodes
+    members: dict[str, list[str]] = defaultdict(list)  # key -> attached node ids
+    for node in sorted(scope.nodes, key=lambda n: n.node_id):
+        key = attachment(node)
+        if key and node.node_id in keep:
+            attached[key].append(node.status or "missing")
+            members[key].append(node.node_id)
+
+    contracts = [c for c in CONTRACTS if not focus or c.key in attached]
+    used = {c.source for c in contracts} | {c.target for c in contracts}
+    components = [c for c in COMPONENTS if not focus or c.key in attached or c.key in used]
+
+    title = f"Trust boundaries under D {short_digest(scope.deployment_digest)}"
+    if focus:
+        title += f": what {clean_text(focus)} rests on"
+    graph = pydot.Dot("trust_boundaries", graph_type="digraph", rankdir="LR", compound="true",
+                      fontname="Helvetica", fontsize="12", label=dot_quote(title, 160),
+                      labelloc="t", nodesep="0.4", ranksep="0.9")
+    graph.set_node_defaults(shape="box", style="rounded,filled", fillcolor="white",
+                            fontname="Helvetica", fontsize="11")
+    graph.set_edge_defaults(fontname="Helvetica", fontsize="9")
+
+    by_region: dict[str, list] = defaultdict(list)
+    for comp in components:
+        by_region[region_of(attached.get(comp.key, []))].append(comp)
+    for region, label in REGIONS.items():
+        if not by_region.get(region):
+            continue
+        colour = _REGION_COLOURS[region]
+        cluster = pydot.Cluster(region.replace("-", "_"), label=dot_quote(label),
+                                color=dot_quote(colour), fontcolor=dot_quote(colour),
+                                style="rounded,dashed" if region in ("trusted", "outside") else "rounded")
+        for comp in by_region[region]:
+            statuses = attached.get(comp.key, [])
+            has_problem = any(s in _PROBLEMS for s in statuses)
+            text = comp.label + ("\n" + _summary(statuses) if statuses else "\n(no case node)")
+            cluster.add_node(pydot.Node(comp.key, label=dot_quote(text),
+                                        color=dot_quote("#cf222e" if has_problem else colour),
+                                        penwidth="2.5" if has_problem else "1.2",
+                                        tooltip=dot_quote(", ".join(members.get(comp.key, [])[:12]) or comp.label, 400)))
+        graph.add_subgraph(cluster)
+
+    for contract in contracts:
+        statuses = attached.get(contract.key, [])
+        region = region_of(statuses)
+        colour = "#cf222e" if any(s in _PROBLEMS for s in statuses) else _REGION_COLOURS[region]
+        status_text = _summary(statuses) if statuses else "not in the case"
+        graph.add_edge(pydot.Edge(contract.source, contract.target,
+                                  label=dot_quote(f"{contract.label}\n{status_text}", 48),
+                                  color=dot_quote(colour), fontcolor=dot_quote(colour),
+                                  style="dashed" if region in ("trusted", "outside") else "solid",
+                                  tooltip=dot_quote(", ".join(members.get(contract.key, [])[:12]) or contract.label, 400)))
+
+    if focus:
+        claim = next(n for n in scope.nodes if n.node_id == focus)
+        graph.add_node(pydot.Node("focus_claim", shape="note", fillcolor=dot_quote("#f4f6f8"),
+                                  label=dot_quote(f"{focus} ({claim.status or 'no status'})\n{claim.text}")))
+        for comp in components:
+            if comp.key in attached:
+                graph.add_edge(pydot.Edge("focus_claim", comp.key, style="dotted", arrowhead="none",
+                                          color=dot_quote("#6e7781")))
+    return graph
+
+
+def dot_source(scope: ScopeModel, *, focus: str | None = None) -> str:
+    """The diagram as DOT text (deterministic for equal input)."""
+    return build_diagram(scope, focus=focus).to_string()

@@ -1,0 +1,52 @@
+"""What each derived status, review state and evidence category means, for the legend.
+
+The wording keeps the categories apart: only a kernel proof is a proof; a runtime check and
+a test are evidence of a different, weaker kind, and trusted items are not checked at all.
+"""
+
+from __future__ import annotations
+
+__all__ = ["STATUS_TEXT", "REVIEW_TEXT", "CATEGORY_TEXT", "VERDICT_TEXT", "STATUS_ORDER"]
+
+STATUS_TEXT = {
+    "verified": "Discharged by a kernel proof (relational proof checked with Z3).",
+    "runtime-checked": "Checked by the engine at run time; a check, not a proof.",
+    "tested": "Backed by passing comparison runs or tests; a test, not a proof.",
+    "trusted-reviewed": "Taken on trust; an accepting audit review pins its current digest.",
+    "trusted-unreviewed": "Taken on trust without a valid accepting review.",
+    "stale": "Evidence predates a change to something it covers.",
+    "failed": "Failing evidence or a counterexample.",
+    "missing": "No evidence of an allowed category.",
+    "supported": "Every supporting branch rests on verified, checked or tested evidence.",
+    "supported-under-trust": "Supported, but resting on trusted items (see the trusted base).",
+    "defeated": "A supporting branch failed or a counterexample holds.",
+    "incomplete": "Some supporting branch is missing or stale.",
+    "not-applicable": "Its condition excludes it under this deployment configuration.",
+    "distrusted": "Treated as unsupported in a what-if analysis.",
+}
+
+# The order statuses are counted and listed in: strongest first, problems last.
+STATUS_ORDER = tuple(STATUS_TEXT)
+
+VERDICT_TEXT = {
+    "supported": "Supported",
+    "supported-under-trust": "Supported under trust",
+    "defeated": "Defeated",
+    "incomplete": "Not supported (incomplete)",
+}
+
+REVIEW_TEXT = {
+    "accepted": "An unexpired accepting review pins the current digest.",
+    "unreviewed": "Never reviewed.",
+    "needs-work": "The latest review asks for changes.",
+    "rejected": "The latest review rejects it.",
+    "stale": "Reviewed, but the item changed since (digest differs).",
+    "expired": "The accepting review has expired.",
+}
+
+CATEGORY_TEXT = {
+    "kernel_proof": "Kernel proof",
+    "runtime_config_check": "Runtime check",
+    "test_result": "Test result",
+    "trusted_contract_translation": "Trusted item",
+}

@@ -1,0 +1,117 @@
+"""Per-category evidence tables: kernel proofs, runtime checks, comparison suites, trusted items.
+
+Producers put category-specific facts in an evidence item's ``details``; the keys read here
+are listed in ``docs/report.md``. A missing key shows as an empty cell, never as an error.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from assurance.render.model import EvidenceModel, NodeModel
+from assurance.render.safe import clean_text
+
+__all__ = ["KernelProofRow", "SuiteRow", "kernel_proof_rows", "runtime_check_rows", "suite_rows",
+           "trusted_rows", "detail", "MAX_WITNESSES"]
+
+MAX_WITNESSES = 5
+_WITNESS_KEYS = ("witness", "first_mismatch", "first_diff_position", "first_differing_position",
+                 "max_abs_diff", "largest_difference", "counterexample", "cached_tokens",
+                 "num_chunks")
+
+
+def detail(item: EvidenceModel, *keys: str) -> str:
+    """The first of ``keys`` present in the item's details, as cleaned display text."""
+    for key in keys:
+        if key in item.details and item.details[key] not in (None, ""):
+            return clean_text(item.details[key])
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class KernelProofRow:
+    item: EvidenceModel
+    kernel: str
+    configuration: str
+    verifier_version: str
+    num_obligations: str
+    time_s: str
+
+
+def _count(value: Any) -> str:
+    if isinstance(value, (list, tuple, dict)):
+        return str(len(value))
+    return clean_text(value)
+
+
+def kernel_proof_rows(items: Iterable[EvidenceModel]) -> list[KernelProofRow]:
+    """One row per kernel proof, ordered by kernel then configuration."""
+    rows = []
+    for item in items:
+        if item.category != "kernel_proof":
+            continue
+        obligations = next((item.details[k] for k in ("num_obligations", "obligations")
+                            if k in item.details), "")
+        time_s = detail(item, "time_s", "elapsed_s", "duration_s", "solver_time_s")
+        rows.append(KernelProofRow(
+            item=item,
+            kernel=detail(item, "kernel", "kernel_name") or item.obligation,
+            configuration=detail(item, "configuration", "config", "launch_config"),
+            verifier_version=detail(item, "verifier_version") or clean_text(item.producer_version),
+            num_obligations=_count(obligations),
+            time_s=time_s,
+        ))
+    return sorted(rows, key=lambda r: (r.kernel, r.configuration, r.item.item_id))
+
+
+def runtime_check_rows(items: Iterable[EvidenceModel]) -> list[EvidenceModel]:
+    """Runtime configuration checks, failing ones first."""
+    checks = [i for i in items if i.category == "runtime_config_check"]
+    return sorted(checks, key=lambda i: (i.status == "pass", i.obligation, i.item_id))
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteRow:
+    """A comparison suite (or another group of test results) with counts and witnesses."""
+
+    suite: str
+    counts: dict[str, int]
+    num_items: int
+    witnesses: tuple[tuple[EvidenceModel, dict[str, str]], ...]
+    num_witnesses_left_out: int
+
+    @property
+    def is_passing(self) -> bool:
+        return self.counts.get("pass", 0) == self.num_items
+
+
+def suite_rows(items: Iterable[EvidenceModel]) -> list[SuiteRow]:
+    """Test results grouped by ``details.suite`` (else obligation), failing suites first.
+
+    Witnesses are the failing items with their witness details (first differing position,
+    largest difference, …); for a passing suite, the first items that carry witness details
+    (a chunk count, cached tokens) show that the suite exercised what it claims.
+    """
+    groups: dict[str, list[EvidenceModel]] = defaultdict(list)
+    for item in items:
+        if item.category == "test_result":
+            groups[detail(item, "suite") or clean_text(item.obligation)].append(item)
+    rows = []
+    for suite, members in groups.items():
+        members.sort(key=lambda i: i.item_id)
+        counts = Counter(i.status for i in members)
+        failing = [i for i in members if i.status != "pass"]
+        candidates = failing or [i for i in members if any(k in i.details for k in _WITNESS_KEYS)]
+        witnesses = tuple((i, {k: clean_text(i.details[k]) for k in _WITNESS_KEYS if k in i.details})
+                          for i in candidates[:MAX_WITNESSES])
+        rows.append(SuiteRow(suite, dict(sorted(counts.items())), len(members), witnesses,
+                             max(0, len(candidates) - MAX_WITNESSES)))
+    return sorted(rows, key=lambda r: (r.is_passing, r.suite))
+
+
+def trusted_rows(nodes: Iterable[NodeModel]) -> list[NodeModel]:
+    """Trusted case items, those whose review is flagged first."""
+    trusted = [n for n in nodes if n.is_trusted]
+    return sorted(trusted, key=lambda n: (not (n.review is None or n.review.is_flagged), n.node_id))
