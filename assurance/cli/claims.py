@@ -1,9 +1,185 @@
-"""`bitcase` commands of this group (being built)."""
+"""`bitcase init|status|check|trusted-base|whatif|export`: the derived status of the assurance case."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from assurance.cli._case_options import (CaseOption, ConfigOption, PlanOption, emit_json, resolve_case_path,
+                                         user_errors)
+from assurance.cli._common import EXIT_FINDINGS, DbOption, JsonOption, err_console, fail, out_console
+
+GoalOption = Annotated[
+    list[str] | None,
+    typer.Option("--goal", help="Top claim to gate or inspect (repeatable; default: the case's primary claim)."),
+]
+
+
+def _assess(case: Path | None, config: str | None, plan: str | None, db: str | None):
+    from assurance.scope import assess
+
+    with user_errors():
+        path = resolve_case_path(case, db)
+        result = assess(db=db, case_path=path, config=config, plan=plan)
+    err_console.print(f"case {path} · D {result.deployment.digest} ({result.deployment.source})", highlight=False)
+    for note in result.notes:
+        err_console.print(f"[yellow]note:[/] {note}", highlight=False)
+    return result
+
+
+def _goals(evaluation, goals: list[str] | None) -> list[str]:
+    for goal in goals or ():
+        if goal not in evaluation.nodes or not evaluation.node(goal).is_claim:
+            fail(f"--goal {goal} is not a goal of case {evaluation.case.id}",
+                 hint="top goals: " + ", ".join(evaluation.tops))
+    return list(goals or [evaluation.top])
+
+
+def init(db: DbOption = None, force: Annotated[bool, typer.Option("--force", help="Overwrite an existing case copy.")] = False,
+         json_out: JsonOption = False) -> None:
+    """Create (or upgrade) the evidence store and copy the default case next to it for editing."""
+    from assurance.scope import BUNDLED_CASE
+    from assurance.settings import load_settings
+    from evidence_db.migrate import ensure_store
+    from evidence_db.session import store_label
+
+    settings = load_settings(db=db)
+    with user_errors():
+        ensure_store(settings.db_url)
+    target = settings.home / "case.toml"
+    copied = force or not target.exists()
+    if copied:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(BUNDLED_CASE, target)
+    if json_out:
+        emit_json({"store": store_label(settings.db_url), "case": str(target), "case_copied": copied})
+        return
+    typer.echo(f"store: {store_label(settings.db_url)}")
+    typer.echo(f"case: {target}")
+    if not copied:
+        err_console.print(f"{target} already exists and was kept (use --force to replace it)", highlight=False)
+
+
+def status(case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None, db: DbOption = None,
+           json_out: JsonOption = False,
+           show_all: Annotated[bool, typer.Option("--all", help="Also show nodes that do not apply under D.")] = False,
+           ) -> None:
+    """Show every claim's derived status under D: a tree for people, or JSON (--json) for machines."""
+    from assurance.tree_view import status_tree
+
+    result = _assess(case, config, plan, db)
+    evaluation = result.evaluation
+    if json_out:
+        emit_json(evaluation.to_json())
+        return
+    for tree in status_tree(evaluation, show_not_applicable=show_all):
+        out_console.print(tree)
+    counts = ", ".join(f"{n} {s}" for s, n in evaluation.counts().items())
+    err_console.print(f"{len(evaluation.nodes)} nodes: {counts}", highlight=False)
+
+
+def check(case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None, db: DbOption = None,
+          goal: GoalOption = None, json_out: JsonOption = False,
+          accept_unreviewed: Annotated[bool, typer.Option(
+              "--accept-unreviewed", help="Accept trusted items without a current accepted review "
+                                          "(a rejected or needs-work review still fails).")] = False) -> None:
+    """CI gate: exit 0 only when the claim is supported and nothing it rests on is stale, failed or missing.
+
+    Exit 1 lists the reasons; trusted items need an accepted, current review unless
+    --accept-unreviewed.
+    """
+    from assurance.gate import gate
+
+    evaluation = _assess(case, config, plan, db).evaluation
+    goals = _goals(evaluation, goal)
+    findings = gate(evaluation, goals=goals, accept_unreviewed=accept_unreviewed)
+    if json_out:
+        emit_json({"passed": not findings, "deployment_digest": evaluation.deployment_digest,
+                   "goals": [{"id": g, "status": evaluation.node(g).status} for g in goals],
+                   "findings": [f.to_json() for f in findings]})
+    else:
+        for f in findings:
+            typer.echo(f"{f.node}\t{f.status}\t{f.message}")
+        verdict = "PASS" if not findings else f"FAIL ({len(findings)} finding(s))"
+        err_console.print(f"check {', '.join(goals)}: {verdict}", highlight=False)
+    if findings:
+        raise typer.Exit(EXIT_FINDINGS)
+
+
+def trusted_base_cmd(case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None,
+                     db: DbOption = None, goal: GoalOption = None, json_out: JsonOption = False) -> None:
+    """List every trusted item the claim rests on, with its rationale and review state."""
+    from assurance.trusted import trusted_base
+
+    evaluation = _assess(case, config, plan, db).evaluation
+    rows = []
+    for g in _goals(evaluation, goal):
+        for r in trusted_base(evaluation, g):
+            review = r.review.to_json() if r.review else None
+            rows.append({"goal": g, "id": r.id, "text": r.text, "source": r.source, "status": r.status,
+                         "rationale": r.rationale, "review": review})
+    if json_out:
+        emit_json(rows)
+        return
+    for row in rows:
+        state = row["review"]["state"] if row["review"] else "unreviewed"
+        typer.echo(f"{row['id']}\t{state}\t{' '.join(row['text'].split())}")
+    err_console.print(f"{len(rows)} trusted item(s); review pins: the digest of each item's text and rationale",
+                      highlight=False)
+
+
+def whatif_cmd(distrust: Annotated[list[str], typer.Option("--distrust", help="Solution id to distrust (repeatable).")],
+               case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None,
+               db: DbOption = None, json_out: JsonOption = False) -> None:
+    """List the claims that lose support if the given items are distrusted."""
+    from assurance.trusted import whatif
+
+    evaluation = _assess(case, config, plan, db).evaluation
+    try:
+        outcome = whatif(evaluation, distrust)
+    except (KeyError, ValueError) as exc:
+        fail(str(exc).strip("'\""), hint="trusted items: see `bitcase trusted-base`")
+    if json_out:
+        emit_json(outcome.to_json())
+        return
+    for change in outcome.lost:
+        typer.echo(f"{change.id}\t{change.before} -> {change.after}")
+    err_console.print(f"{len(outcome.lost)} claim(s) lose support without {', '.join(outcome.distrusted)}",
+                      highlight=False)
+
+
+class ExportFormat(str, Enum):
+    json = "json"
+    sarif = "sarif"
+
+
+def export(format: Annotated[ExportFormat, typer.Option("--format", help="json (the status document) or sarif (2.1.0).")] = ExportFormat.json,
+           out: Annotated[Path | None, typer.Option("--out", help="Write to this file instead of stdout.", dir_okay=False)] = None,
+           case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None, db: DbOption = None) -> None:
+    """Export the evaluated case as JSON, or SARIF 2.1.0 of failing, stale and missing obligations."""
+    from assurance.export import to_sarif
+
+    evaluation = _assess(case, config, plan, db).evaluation
+    document = to_sarif(evaluation) if format is ExportFormat.sarif else evaluation.to_json()
+    text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    err_console.print(f"wrote {out}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the main app."""
+    """Add the claim commands to the main app."""
+    app.command("init")(init)
+    app.command("status")(status)
+    app.command("check")(check)
+    app.command("trusted-base")(trusted_base_cmd)
+    app.command("whatif")(whatif_cmd)
+    app.command("export")(export)

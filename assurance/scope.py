@@ -1,0 +1,176 @@
+"""Assemble an evaluation from the store: which case, which D, which plan, which current digests.
+
+This is the only assurance module that reads the evidence store or the file system; the status
+engine itself (:mod:`assurance.status`) stays pure. ``evidence_db``, ``kernels.plan`` and
+``engine.deployment`` are imported lazily.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any, Mapping
+
+from assurance.case_loader import load_case
+from assurance.case_model import Case
+from assurance.evaluation import Evaluation
+from assurance.generators import expand_case
+from assurance.issues import CaseError
+from assurance.plan_source import PlanUnavailable, items_for_deployment, preset_items
+from assurance.status import evaluate
+from assurance.subjects import code_digests
+from assurance.validate import validate_case
+
+__all__ = ["BUNDLED_CASE", "CASE_ENV", "DeploymentChoice", "Assessment", "default_case_path", "prepare_case",
+           "choose_deployment", "engine_deployment", "current_subjects", "assess"]
+
+BUNDLED_CASE = Path(__file__).resolve().parent / "cases" / "determinism.toml"
+CASE_ENV = "BITCASE_CASE"
+_MODEL_FIELDS = ("weights_digest", "model_digest", "model.weights_digest", "model.digest")
+
+
+def default_case_path(*, home: Path, environ: Mapping[str, str] | None = None) -> Path:
+    """``$BITCASE_CASE``, else the copy ``bitcase init`` made (``<home>/case.toml``), else the bundled case."""
+    env = os.environ if environ is None else environ
+    if env.get(CASE_ENV):
+        return Path(env[CASE_ENV]).expanduser()
+    copy = home / "case.toml"
+    return copy if copy.is_file() else BUNDLED_CASE
+
+
+def prepare_case(path: Path, *, plan: str | None = None,
+                 deployment_fields: Mapping[str, Any] | None = None) -> tuple[Case, list[str]]:
+    """Load, validate and expand the case at ``path``; return it with notes for the user.
+
+    The plan is the preset ``plan`` when given, else the one D records. When neither is at hand the
+    case stays unexpanded (its generated goals evaluate as incomplete) and a note says why.
+    Raises :class:`CaseError` for an invalid case.
+    """
+    case = load_case(path)
+    issues = validate_case(case)
+    if issues:
+        raise CaseError(issues)
+    if not case.generators:
+        return case, []
+    try:
+        items, label = (preset_items(plan), f"preset plan {plan}") if plan else items_for_deployment(deployment_fields)
+    except PlanUnavailable as exc:
+        return case, [f"generated obligations left out: {exc}"]
+    expanded = expand_case(case, items, label=label)
+    issues = validate_case(expanded)
+    if issues:
+        raise CaseError(issues)
+    return expanded, []
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentChoice:
+    """The deployment configuration D a status is evaluated under, and how it was chosen."""
+
+    digest: str
+    fields: dict[str, Any] | None
+    source: str  # "--config", "latest in the store", "the engine's current configuration"
+
+
+def engine_deployment() -> DeploymentChoice | None:
+    """The configuration the bundled engine would run now, when ``engine.deployment`` offers it."""
+    try:
+        module = importlib.import_module("engine.deployment")
+    except ImportError:
+        return None
+    build = getattr(module, "current_deployment", None)
+    if build is None:
+        return None
+    deployment = build()
+    return DeploymentChoice(deployment.digest, dict(deployment.fields), "the engine's current configuration")
+
+
+def choose_deployment(spec: str | None, deployments: list[Any]) -> DeploymentChoice:
+    """Resolve ``--config`` against the store's deployments (``DeploymentView``s, oldest first).
+
+    ``None``/``latest``: the newest in the store, else the engine's current one; ``current``: the
+    engine's; otherwise a digest or a unique prefix of one (with or without ``sha256:``).
+    Raises :class:`~assurance.cli._common.BitcaseError` when nothing matches.
+    """
+    from assurance.cli._common import BitcaseError
+
+    if spec in (None, "", "latest"):
+        if deployments:
+            last = deployments[-1]
+            return DeploymentChoice(last.digest, dict(last.fields), "latest in the store")
+        current = engine_deployment()
+        if current is not None:
+            return current
+        raise BitcaseError("the store holds no deployment configuration yet",
+                           hint="ingest evidence first (`bitcase assure` or `bitcase ingest`), or pass --config DIGEST")
+    if spec == "current":
+        current = engine_deployment()
+        if current is None:
+            raise BitcaseError("the engine cannot report its current deployment configuration here",
+                               hint="pass --config DIGEST (see `bitcase status --config latest`)")
+        stored = next((d for d in deployments if d.digest == current.digest), None)
+        return current if stored is None else DeploymentChoice(stored.digest, dict(stored.fields), current.source)
+    wanted = spec if spec.startswith("sha256:") else f"sha256:{spec}"
+    matches = [d for d in deployments if d.digest.startswith(wanted)]
+    if len(matches) == 1:
+        return DeploymentChoice(matches[0].digest, dict(matches[0].fields), "--config")
+    if len(matches) > 1:
+        raise BitcaseError(f"--config {spec} matches {len(matches)} deployment configurations",
+                           hint="give more digits: " + ", ".join(d.digest[:19] for d in matches[:5]))
+    if len(wanted) == len("sha256:") + 64:
+        return DeploymentChoice(wanted, None, "--config (not in the store)")
+    known = ", ".join(d.digest[:19] for d in deployments[-5:]) or "none"
+    raise BitcaseError(f"no deployment configuration matches --config {spec}",
+                       hint=f"known (newest last): {known}; or pass a full sha256 digest, `latest` or `current`")
+
+
+def _model_digest(fields: Mapping[str, Any] | None) -> str | None:
+    for name in _MODEL_FIELDS:
+        value: Any = fields or {}
+        for part in name.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def current_subjects(case: Case, deployment_fields: Mapping[str, Any] | None = None,
+                     *, root: Path | None = None) -> dict[str, str]:
+    """Current digests of every subject the case's solutions cover (``code:`` files, the model)."""
+    patterns = {p for node in case.nodes for p in node.subjects}
+    subjects = code_digests(patterns, root=root)
+    model = _model_digest(deployment_fields)
+    if model:
+        subjects["model"] = model
+    return subjects
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """An evaluation with where its inputs came from."""
+
+    evaluation: Evaluation
+    deployment: DeploymentChoice
+    case_path: Path
+    notes: list[str] = field(default_factory=list)
+
+
+def assess(*, db: str | None, case_path: Path, config: str | None = None, plan: str | None = None,
+           today: date | None = None) -> Assessment:
+    """Evaluate the case at ``case_path`` against the store at ``db`` under ``--config``."""
+    from evidence_db.reviews import list_reviews
+    from evidence_db.session import open_session
+    from evidence_db.store import list_deployments, load_evidence
+
+    with open_session(db) as session:
+        choice = choose_deployment(config, list_deployments(session=session))
+        evidence = load_evidence(session=session)
+        reviews = list_reviews(session=session)
+    case, notes = prepare_case(case_path, plan=plan, deployment_fields=choice.fields)
+    evaluation = evaluate(case, evidence=evidence, reviews=reviews,
+                          subjects=current_subjects(case, choice.fields), deployment_digest=choice.digest,
+                          deployment_fields=choice.fields, today=today)
+    return Assessment(evaluation, choice, case_path, notes)

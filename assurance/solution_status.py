@@ -1,0 +1,196 @@
+"""Status rules for one solution: which evidence counts, and what it makes of the solution.
+
+Pure functions over :class:`~evidence_db.views.EvidenceView` values; every rule here is
+listed, with its id, in ``docs/status-rules.md``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Iterable, Mapping
+
+from assurance.case_model import Node
+from assurance.evaluation import Counterexample, ObligationResult
+from assurance.reviews import ReviewState
+from assurance.subjects import SubjectMatcher, subject_key
+from assurance.validate import TRUSTED_CATEGORY
+from evidence_db.views import EvidenceView
+
+__all__ = ["EvidenceIndex", "SolutionVerdict", "solution_verdict", "CATEGORY_LABEL", "FAILING"]
+
+# What passing evidence of each category makes of an obligation, strongest first (R4).
+CATEGORY_LABEL = {"kernel_proof": "verified", "runtime_config_check": "runtime-checked",
+                  "test_result": "tested", TRUSTED_CATEGORY: "trusted"}
+_STRENGTH = {"verified": 3, "runtime-checked": 2, "tested": 1, "trusted": 0}
+FAILING = ("fail", "error")
+_SEVERITY = ("failed", "stale", "missing")  # worst first (R9)
+
+
+class EvidenceIndex:
+    """Evidence under D, latest per (obligation, item id) by chain seq (R1, R2)."""
+
+    def __init__(self, evidence: Iterable[EvidenceView], deployment_digest: str) -> None:
+        latest: dict[str, dict[str, EvidenceView]] = defaultdict(dict)
+        self.num_other_deployments: dict[str, int] = defaultdict(int)
+        self.num_given = 0
+        for e in evidence:
+            self.num_given += 1
+            if e.deployment_digest != deployment_digest:
+                self.num_other_deployments[e.obligation] += 1
+                continue
+            per_item = latest[e.obligation]
+            held = per_item.get(e.item_id)
+            if held is None or e.seq > held.seq:
+                per_item[e.item_id] = e
+        self.latest = {o: [items[k] for k in sorted(items)] for o, items in latest.items()}
+        self.num_under_d = sum(len(v) for v in self.latest.values())
+
+    def items(self, obligation: str) -> list[EvidenceView]:
+        """The latest evidence items for ``obligation`` under D, sorted by item id."""
+        return self.latest.get(obligation, [])
+
+
+@dataclass(frozen=True, slots=True)
+class SolutionVerdict:
+    """A solution's derived status with its per-obligation results and defeaters."""
+
+    status: str
+    reasons: tuple[str, ...]
+    obligations: tuple[ObligationResult, ...]
+    counterexamples: tuple[Counterexample, ...]
+
+
+def _stale_reason(e: EvidenceView, node: Node, matcher: SubjectMatcher, subjects: Mapping[str, str],
+                  deployment_digest: str, now: datetime | None) -> tuple[str | None, bool]:
+    """(why ``e`` is stale or None, whether ``e`` names a covered subject) — rules R5, R6."""
+    bound = False
+    for sub in e.subjects:
+        key = subject_key(sub.uri)
+        if not matcher.covers(key):
+            continue
+        bound = True
+        current = deployment_digest if key == "deployment" else subjects.get(key)
+        if current is None:
+            if key.startswith("code:"):
+                return f"{key} no longer exists", bound
+            continue  # a model digest we cannot compute now: D binds the weights
+        if current != sub.sha256:
+            return f"{key} changed since {e.item_id} ({_short(sub.sha256)} -> {_short(current)})", bound
+    if node.max_age_days is not None and now is not None:
+        produced = _parse_time(e.produced_at)
+        if produced is not None and now - produced > timedelta(days=node.max_age_days):
+            return f"{e.item_id} is older than max_age_days={node.max_age_days}", bound
+    return None, bound
+
+
+def _obligation(obligation: str, node: Node, index: EvidenceIndex, matcher: SubjectMatcher,
+                subjects: Mapping[str, str], deployment_digest: str, now: datetime | None
+                ) -> tuple[ObligationResult, list[Counterexample], str | None]:
+    accepted = set(node.policy_categories) | ({TRUSTED_CATEGORY} if node.is_trusted else set())
+    passing: dict[str, list[str]] = defaultdict(list)
+    stale: list[str] = []
+    defeaters: list[EvidenceView] = []
+    reasons: list[str] = []
+    num_unbound = num_inconclusive = num_off_policy = 0
+    for e in index.items(obligation):
+        why_stale, bound = _stale_reason(e, node, matcher, subjects, deployment_digest, now)
+        if why_stale:
+            if e.category in accepted or e.status in FAILING:
+                stale.append(e.item_id)
+                reasons.append(f"stale: {why_stale}")
+            continue
+        num_unbound += bool(node.subjects) and not bound
+        if e.status in FAILING:
+            defeaters.append(e)  # R3: failing evidence defeats whatever its category
+        elif e.category not in accepted:
+            num_off_policy += 1
+        elif e.status == "pass":
+            passing[e.category].append(e.item_id)
+        else:
+            num_inconclusive += 1
+    if num_inconclusive:
+        reasons.append(f"{num_inconclusive} inconclusive item(s) do not discharge {obligation}")
+    if num_off_policy:
+        reasons.append(f"{num_off_policy} passing item(s) of categories outside the policy do not count")
+    if num_unbound:
+        reasons.append(f"{num_unbound} item(s) name none of the covered subjects; only D binds them")
+    counted = tuple(sorted(i for ids in passing.values() for i in ids))
+    if defeaters:
+        cex = [Counterexample(e.item_id, obligation, e.category, e.status, e.summary, dict(e.details))
+               for e in defeaters]
+        reasons.insert(0, "defeated by " + ", ".join(f"{e.item_id} ({e.status}: {e.summary})" for e in defeaters))
+        return ObligationResult(obligation, "failed", tuple(sorted(passing)), counted, tuple(stale),
+                                tuple(c.evidence_id for c in cex), tuple(reasons)), cex, None
+    label = _discharge_label(node, passing)
+    if label is not None:
+        return ObligationResult(obligation, label, tuple(sorted(passing)), counted, tuple(stale), (),
+                                tuple(reasons)), [], label
+    other = index.num_other_deployments.get(obligation, 0)
+    if stale or other:
+        if other:
+            reasons.append(f"{other} item(s) exist only under other deployment configurations")
+        return ObligationResult(obligation, "stale", tuple(sorted(passing)), counted, tuple(stale), (),
+                                tuple(reasons)), [], None
+    reasons.insert(0, f"no evidence under D for obligation {obligation}")
+    return ObligationResult(obligation, "missing", tuple(sorted(passing)), counted, (), (), tuple(reasons)), [], None
+
+
+def _discharge_label(node: Node, passing: Mapping[str, list[str]]) -> str | None:
+    """R4: the policy is met when every `requires` category and one `any_of` category pass."""
+    if not node.requires and not node.any_of:
+        return "trusted" if node.is_trusted and passing.get(TRUSTED_CATEGORY) else None
+    if not all(passing.get(c) for c in node.requires):
+        return None
+    if node.any_of and not any(passing.get(c) for c in node.any_of):
+        return None
+    labels = [CATEGORY_LABEL[c] for c in node.policy_categories if passing.get(c) and c in CATEGORY_LABEL]
+    return max(labels, key=lambda s: _STRENGTH[s]) if labels else None
+
+
+def solution_verdict(node: Node, index: EvidenceIndex, *, subjects: Mapping[str, str], deployment_digest: str,
+                     review: ReviewState | None, now: datetime | None = None) -> SolutionVerdict:
+    """The derived status of solution ``node`` under D (rules R1–R10)."""
+    matcher = SubjectMatcher(node.subjects)
+    results: list[ObligationResult] = []
+    counterexamples: list[Counterexample] = []
+    labels: list[str | None] = []
+    for obligation in node.obligations:
+        result, cex, label = _obligation(obligation, node, index, matcher, subjects, deployment_digest, now)
+        results.append(result)
+        counterexamples.extend(cex)
+        labels.append(label)
+    reasons = [f"{r.id}: {why}" for r in results for why in r.reasons]
+    if any(r.status == "failed" for r in results):
+        status = "failed"
+    elif node.is_trusted and not all(lb in _STRENGTH and lb != "trusted" for lb in labels):
+        status = "trusted-reviewed" if review is not None and review.is_accepted else "trusted-unreviewed"
+        # Evidence is optional for a trusted item: only what was found is worth a reason.
+        reasons = [f"{r.id}: {why}" for r in results if r.status != "missing" for why in r.reasons]
+        results = [r if r.status in CATEGORY_LABEL.values() else _as_status(r, status) for r in results]
+        if review is not None and not review.is_accepted:
+            reasons.insert(0, f"review: {review.state}" + (f" ({review.decision} by {review.reviewer})"
+                                                            if review.reviewer else ""))
+    else:
+        worst = next((s for s in _SEVERITY if any(r.status == s for r in results)), None)
+        status = worst or min((lb for lb in labels if lb), key=lambda s: _STRENGTH[s], default="missing")
+    if not node.obligations:
+        reasons.append("solution covers no obligations")
+    return SolutionVerdict(status, tuple(reasons), tuple(results), tuple(counterexamples))
+
+
+def _as_status(result: ObligationResult, status: str) -> ObligationResult:
+    return ObligationResult(result.id, status, result.categories, result.evidence_ids, result.stale_ids,
+                            result.defeater_ids, result.reasons)
+
+
+def _short(digest: str) -> str:
+    return digest.split(":", 1)[-1][:12]
+
+
+def _parse_time(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
