@@ -131,4 +131,7 @@ def report_context(model: ReportModel) -> dict[str, Any]:
         "review_text": legend.REVIEW_TEXT,
         "category_text": legend.CATEGORY_TEXT,
         "data": report_data(model, scopes),
+        # Header columns: only the statuses that occur, strongest first.
+        "status_columns": [st for st in legend.STATUS_ORDER
+                           if any(s["metrics"]["by_status"].get(st) for s in scopes)],
     }

@@ -57,12 +57,24 @@ def _local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
+_XLINK_TITLE = "{http://www.w3.org/1999/xlink}title"
+
+
 def _copy(src: Element) -> Element | None:
     tag = _local(src.tag)
-    if tag not in _ALLOWED_TAGS:
+    if tag == "a":
+        # Graphviz wraps a node or edge that has a tooltip in <a xlink:title=…>. Keep what it
+        # draws, turn the tooltip into a <title> and drop the link itself.
+        dst = Element("g")
+        if src.get(_XLINK_TITLE):
+            title = Element("title")
+            title.text = src.get(_XLINK_TITLE)
+            dst.append(title)
+    elif tag in _ALLOWED_TAGS:
+        dst = Element(tag, {k: v for k, v in sorted(src.attrib.items()) if k in _ALLOWED_ATTRS})
+        dst.text = src.text
+    else:
         return None
-    dst = Element(tag, {k: v for k, v in sorted(src.attrib.items()) if k in _ALLOWED_ATTRS})
-    dst.text = src.text
     for child in src:
         kept = _copy(child)
         if kept is not None:

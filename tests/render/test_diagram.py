@@ -1,0 +1,106 @@
+"""The trust-boundary diagram: DOT-safe ids, deterministic bytes, focus, Graphviz present or not."""
+
+import os
+import re
+import shutil
+
+import pytest
+
+from assurance.render import graphviz
+from assurance.render.components import attachment, region_of
+from assurance.render.diagram import UnknownNodeError, dot_quote, dot_source
+from assurance.render.html import RenderOptions, render_report_html
+from assurance.render.model import NodeModel
+from tests.render.conftest import HOSTILE, make_model, make_scope
+
+HAS_DOT = shutil.which("dot") is not None
+needs_dot = pytest.mark.skipif(
+    not HAS_DOT and os.environ.get("BITCASE_REQUIRE_DOT") != "1",
+    reason="Graphviz 'dot' is not installed (apt-get install graphviz); set BITCASE_REQUIRE_DOT=1 to fail instead")
+
+
+def _ids(dot_text):
+    """Every node id, edge end and cluster name, as pydot parses the DOT text back."""
+    import pydot
+
+    (graph,) = pydot.graph_from_dot_data(dot_text)
+    ids, graphs = [], [graph]
+    while graphs:
+        g = graphs.pop()
+        ids += [g.get_name()] + [n.get_name() for n in g.get_nodes()]
+        ids += [end for e in g.get_edges() for end in (e.get_source(), e.get_destination())]
+        graphs += g.get_subgraphs()
+    return [i for i in ids if i not in ("node", "edge", "graph")]
+
+
+def test_dot_ids_never_contain_colons_and_text_goes_in_labels():
+    dot_text = dot_source(make_scope(hostile=True))
+    ids = _ids(dot_text)
+    assert ids and all(":" not in i and '"' not in i for i in ids)
+    assert "cluster_verified" in dot_text and "cluster_trusted" in dot_text
+
+
+def test_the_same_scope_gives_the_same_dot_bytes():
+    assert dot_source(make_scope()) == dot_source(make_scope())
+
+
+def test_hostile_labels_are_quoted_and_cannot_expand():
+    quoted = dot_quote('<b>x</b> "q" \\N \\G' + "\n" + HOSTILE)
+    assert quoted.startswith('"<b>') and quoted.endswith('"')
+    assert '\\\\N' in quoted and '\\"q\\"' in quoted  # backslashes and quotes escaped
+    assert quoted.count('"') - quoted.count('\\"') == 2  # no unescaped quote inside
+
+
+def test_components_land_in_the_right_regions():
+    dot_text = dot_source(make_scope())
+    clusters = {m.group(1): m.group(2) for m in re.finditer(r"subgraph (cluster_\w+) \{(.*?)\n\}", dot_text, re.S)}
+    assert re.search(r"^kernels \[", clusters["cluster_verified"], re.M)
+    assert re.search(r"^triton \[", clusters["cluster_trusted"], re.M)
+    assert re.search(r"^gpu \[", clusters["cluster_trusted"], re.M)
+    assert re.search(r"^driver \[", clusters["cluster_outside"], re.M)
+    assert "sealed plan" in dot_text  # the runtime-checked contract engine -> kernels
+    assert region_of([]) == "outside" and region_of(["failed"]) == "unsupported"
+    assert region_of(["verified", "tested"]) == "tested"
+
+
+def test_attachment_rules_keep_gpu_mentions_in_solutions_on_the_engine():
+    assert attachment(NodeModel("S", "solution", "comparison suite on the GPU", "tested")) == "engine"
+    assert attachment(NodeModel("T", "solution", "GPU execution", "trusted-unreviewed", is_trusted=True)) == "gpu"
+    assert attachment(NodeModel("G", "goal", "GPU", "supported")) == ""
+    assert attachment(NodeModel("S", "solution", "x", component="driver")) == "driver"
+
+
+def test_focus_draws_only_what_the_claim_rests_on():
+    scope = make_scope()
+    full, focused = dot_source(scope), dot_source(scope, focus="Sn-kernels")
+    assert "focus_claim" in focused and "triton" in full and "triton [" not in focused
+    with pytest.raises(UnknownNodeError):
+        dot_source(scope, focus="nope")
+
+
+def test_svg_is_reduced_to_drawing_elements():
+    svg = (b'<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg" onload="x()" width="10">'
+           b'<script>alert(1)</script><g id="a" onclick="y()"><a href="javascript:z()"><text>hi &lt;b&gt;</text></a>'
+           b'<text x="1">ok</text><foreignObject><div>html</div></foreignObject></g></svg>')
+    clean = graphviz.sanitize_svg(svg)
+    assert "script" not in clean and "onload" not in clean and "onclick" not in clean
+    assert "javascript" not in clean and "foreignObject" not in clean and 'id="a"' not in clean
+    assert "ok" in clean and 'width="10"' in clean
+
+
+def test_missing_dot_is_reported_and_the_report_says_so(monkeypatch):
+    monkeypatch.setattr(graphviz.shutil, "which", lambda name: None)
+    with pytest.raises(graphviz.DotMissingError, match="apt-get install graphviz"):
+        graphviz.run_dot("digraph g {}", "svg")
+    html = render_report_html(make_model(), RenderOptions())
+    assert "was not found" in html and "apt-get install graphviz" in html and "DOT source" in html
+
+
+@needs_dot
+def test_report_embeds_the_diagram_svg_inline():
+    html = render_report_html(make_model(hostile=True))
+    svg = html.split('<figure class="svg">', 1)[1].split("</figure>", 1)[0]
+    assert svg.startswith("<svg") and "Triton compiler" in svg
+    assert "<script" not in svg.lower()
+    assert not re.search(r"<[^>]*\son\w+\s*=", svg)  # no event-handler attribute on any element
+    assert "<title>Sn-kernels</title>" in svg  # tooltips survive as <title> elements
