@@ -1,0 +1,85 @@
+"""Plan the selected suites, pick the shard's units, run each unit and collect outcomes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+from engine.compare.context import SuiteContext, base_overrides
+from engine.compare.outcomes import UnitOutcome, unavailable
+from engine.compare.progress import ProgressCallback, ProgressEvent
+from engine.compare.references import ReferencePool
+from engine.compare.runs import EngineFactory
+from engine.compare.scales import ScaleSpec
+from engine.compare.sharding import Shard, select
+from engine.compare.suites import batch, chunk, negative, prefill_decode, prefix, schedule
+from engine.compare.units import Unit
+
+__all__ = ["PLANNERS", "plan_units", "shard_units", "run_units"]
+
+PLANNERS = {"batch": batch, "chunk": chunk, "prefill-decode": prefill_decode, "prefix": prefix,
+            "schedule": schedule, "negative-control": negative}
+
+
+def plan_units(suites: Sequence[str], scale: ScaleSpec, vocab_size: int, seed: int) -> list[Unit]:
+    """Every unit of ``suites`` in protocol order (identical on every machine)."""
+    return [u for name in suites for u in PLANNERS[name].plan(scale, vocab_size, seed)]
+
+
+def shard_units(units: Sequence[Unit], shard: Shard) -> list[Unit]:
+    """The units shard ``shard`` runs."""
+    return select(units, shard)
+
+
+def _crashed(unit: Unit, exc: BaseException) -> UnitOutcome:
+    reason = f"the unit could not run: {type(exc).__name__}: {exc}"
+    return UnitOutcome(unit, [unavailable(c, c.candidate, reason) for c in unit.comparisons], problems=[reason])
+
+
+def _run_one(unit: Unit, ctx: SuiteContext, control_ctx: Callable[[], SuiteContext]) -> UnitOutcome:
+    if unit.suite != "negative-control":
+        return PLANNERS[unit.suite].run(unit, ctx)
+    source = negative.source_unit(unit)
+    inner = PLANNERS[source.suite].run(source, control_ctx())
+    comparisons = [replace(c, comparison_id=f"negative.{c.comparison_id}") for c in inner.comparisons]
+    return replace(inner, unit=unit, comparisons=comparisons, expects_mismatch=True)
+
+
+def run_units(units: Sequence[Unit], *, model_dir: Path, scale: ScaleSpec, vocab_size: int, seed: int,
+              device: str, factory: EngineFactory, factory_spec: str,
+              progress: ProgressCallback | None = None) -> list[UnitOutcome]:
+    """Run ``units`` in order; a unit that raises becomes an ``error`` outcome, the run goes on.
+
+    Cold references come from fresh worker processes started on first use; the negative control
+    gets its own perturbed engine and its own perturbed reference workers.
+    """
+    base = base_overrides(scale, device)
+    pools: list[ReferencePool] = []
+    contexts: dict[str | None, SuiteContext] = {}
+
+    def context(perturbation: str | None) -> SuiteContext:
+        if perturbation not in contexts:
+            pool = ReferencePool(model_dir, base, factory=factory_spec, perturbation=perturbation)
+            pools.append(pool)
+            contexts[perturbation] = SuiteContext(model_dir, scale, vocab_size, seed, device, factory, pool,
+                                                  perturbation=perturbation, progress=progress)
+        return contexts[perturbation]
+
+    outcomes: list[UnitOutcome] = []
+    if progress is not None:
+        progress(ProgressEvent("start", f"{len(units)} units", total=len(units)))
+    try:
+        for unit in units:
+            try:
+                outcome = _run_one(unit, context(None), lambda: context(negative.PERTURBATION))
+            except Exception as exc:  # an engine failure is evidence (error), not a crash of the run
+                outcome = _crashed(unit, exc)
+            outcomes.append(outcome)
+            if progress is not None:
+                progress(ProgressEvent("unit", f"{unit.unit_id}: {outcome.status}", done=len(outcomes),
+                                       total=len(units), unit_id=unit.unit_id, status=outcome.status))
+    finally:
+        for pool in pools:
+            pool.close()
+    return outcomes

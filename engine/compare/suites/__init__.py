@@ -1,0 +1,1 @@
+"""One module per suite: ``plan(scale, vocab_size, seed) -> list[Unit]`` and ``run(unit, ctx) -> UnitOutcome``."""
