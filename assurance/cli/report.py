@@ -40,7 +40,7 @@ def report(
     try:
         state = load_state(db=db, case_path=case, config=config)
         model = report_model(state.evaluations, evidence=state.evidence, reviews=state.reviews,
-                             store_ref=state.store_ref, case_digest=state.case_digest)
+                             store_ref=state.store_ref, case_ref=state.case_ref, case_digest=state.case_digest)
         if templates is not None and not templates.is_dir():
             raise BitcaseError(f"template directory {templates} does not exist",
                                hint="pass a directory holding your template overrides")

@@ -81,7 +81,7 @@ def scope_model(evaluation: Evaluation, *, deployment_fields: Mapping[str, Any],
 
 def report_model(evaluations: Sequence[tuple[Evaluation, Mapping[str, Any]]], *,
                  evidence: Sequence[EvidenceView], reviews: Sequence[ReviewView], store_ref: str,
-                 case_digest: str = "") -> ReportModel:
+                 case_ref: str = "", case_digest: str = "") -> ReportModel:
     """The whole report: one scope per (evaluation, deployment fields) pair, in the given order."""
     if not evaluations:
         raise ValueError("no deployment configuration to report on")
@@ -89,5 +89,5 @@ def report_model(evaluations: Sequence[tuple[Evaluation, Mapping[str, Any]]], *,
     scopes = tuple(scope_model(ev, deployment_fields=fields, evidence=evidence, reviews=reviews)
                    for ev, fields in evaluations)
     as_of = max((i.produced_at for s in scopes for i in s.evidence), default="")
-    return ReportModel(title=case.title or f"Assurance case {case.id}", case_ref=case.location,
+    return ReportModel(title=case.title or f"Assurance case {case.id}", case_ref=case_ref or case.location,
                        case_digest=case_digest, store_ref=store_ref, scopes=scopes, as_of=as_of)

@@ -76,7 +76,7 @@ def scope_context(scope: ScopeModel, node_prefix: str, evidence_prefix: str) -> 
     return {
         "scope": scope,
         "digest": clean_text(scope.deployment_digest),
-        "short": short_digest(scope.deployment_digest),
+        "short": short_digest(scope.deployment_digest) or "none",
         "fields": sorted((clean_text(k), clean_text(v)) for k, v in scope.deployment_fields.items()),
         "node_prefix": node_prefix,
         "evidence_prefix": evidence_prefix,

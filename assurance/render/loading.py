@@ -24,7 +24,7 @@ from evidence_db.session import open_session, store_label
 from evidence_db.store import list_deployments, load_evidence
 from evidence_db.views import DeploymentView, EvidenceView, ReviewView
 
-__all__ = ["DEFAULT_CASE", "StoreState", "resolve_case", "pick_deployments", "load_state"]
+__all__ = ["DEFAULT_CASE", "StoreState", "display_path", "resolve_case", "pick_deployments", "load_state"]
 
 DEFAULT_CASE = Path(__file__).resolve().parents[1] / "cases" / "determinism.toml"
 
@@ -34,12 +34,22 @@ class StoreState:
     """A case evaluated against a store: one evaluation per selected D, plus the raw views."""
 
     case: Case
+    case_ref: str  # the case file as people see it: relative to the working directory or the project
     case_digest: str
     store_ref: str
     deployments: tuple[DeploymentView, ...]
     evaluations: tuple[tuple[Evaluation, dict[str, Any]], ...]
     evidence: tuple[EvidenceView, ...]
     reviews: tuple[ReviewView, ...]
+
+
+def display_path(path: Path) -> str:
+    """``path`` relative to the working directory, else to the project root, else absolute."""
+    path = path.resolve()
+    for base in (Path.cwd(), DEFAULT_CASE.parents[2]):
+        if path.is_relative_to(base.resolve()):
+            return path.relative_to(base.resolve()).as_posix()
+    return str(path)
 
 
 def resolve_case(case_path: Path | None) -> Path:
@@ -90,6 +100,6 @@ def load_state(*, db: str | None, case_path: Path | None, config: str | None = N
     if not chosen:  # an empty store: the case with nothing discharged, so the report still says so
         evaluations.append((evaluate(case, evidence=(), reviews=reviews, subjects=subjects,
                                      deployment_digest=""), {}))
-    return StoreState(case=case, case_digest=file_digest(path), store_ref=store_label(db),
+    return StoreState(case=case, case_ref=display_path(path), case_digest=file_digest(path), store_ref=store_label(db),
                       deployments=tuple(deployments), evaluations=tuple(evaluations),
                       evidence=tuple(evidence), reviews=tuple(reviews))

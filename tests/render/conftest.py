@@ -88,3 +88,90 @@ def model() -> ReportModel:
 @pytest.fixture
 def hostile_model() -> ReportModel:
     return make_model(hostile=True)
+
+
+# --- A real store and a small case, for the CLI tests -------------------------------------------
+
+SMALL_CASE = '''
+[case]
+id = "small"
+title = "Small determinism case"
+top = "G.top"
+
+[[node]]
+id = "G.top"
+kind = "goal"
+text = "Traces agree under D"
+supported_by = ["S.main"]
+in_context_of = ["C.d"]
+
+[[node]]
+id = "C.d"
+kind = "context"
+text = "Deployment configuration D"
+
+[[node]]
+id = "S.main"
+kind = "strategy"
+text = "Kernels proved, plan checked, GPU trusted"
+supported_by = ["Sn.proof", "Sn.plan", "T.gpu"]
+
+[[node]]
+id = "Sn.proof"
+kind = "solution"
+text = "Kernel proof of the matmul kernel"
+requires = ["kernel_proof"]
+
+[[node]]
+id = "Sn.plan"
+kind = "solution"
+text = "Launches only in the sealed plan"
+any_of = ["runtime_config_check"]
+
+[[node]]
+id = "T.gpu"
+kind = "solution"
+text = "GPU execution is deterministic for a fixed launch"
+trusted = true
+rationale = "The accelerator is part of D"
+'''
+
+
+def make_record(item_id, obligation, category, status="pass", *, fields=None, details=None):
+    """An evidence record under the deployment with ``fields`` (default: one CPU deployment)."""
+    from evidence_db.bundle import Deployment, EvidenceRecord, Producer
+
+    producer = Producer(tool="bitcase test", version="0.1.0", command="pytest", host="ci", accelerator="cpu",
+                        started_at="2026-11-01T00:00:00Z", finished_at="2026-11-01T00:00:01Z")
+    return EvidenceRecord(id=item_id, category=category, obligation=obligation, status=status,
+                          summary=f"{obligation} {status}", producer=producer,
+                          deployment=Deployment(fields=fields or {"accelerator": "cpu", "torch": "2.13.0"}),
+                          details=details or {}, produced_at="2026-11-01T00:00:00Z")
+
+
+def ingest(db_path, records):
+    from evidence_db.session import open_session
+    from evidence_db.store import ingest_records
+
+    with open_session(str(db_path), write=True) as session:
+        ingest_records(session=session, records=records)
+
+
+@pytest.fixture
+def case_file(tmp_path):
+    path = tmp_path / "small.toml"
+    path.write_text(SMALL_CASE, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def store(tmp_path):
+    """A migrated SQLite store holding a passing proof and runtime check under one D."""
+    from evidence_db.migrate import ensure_store
+
+    path = tmp_path / "store.db"
+    ensure_store(f"sqlite:///{path}")
+    ingest(path, [make_record("proof-1", "Sn.proof", "kernel_proof",
+                              details={"kernel": "matmul", "configuration": "BM=64", "time_s": 0.5}),
+                  make_record("check-1", "Sn.plan", "runtime_config_check")])
+    return path
