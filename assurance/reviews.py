@@ -15,7 +15,7 @@ from assurance.case_model import Node
 from evidence_db.canonical import digest_of
 from evidence_db.views import ReviewView
 
-__all__ = ["ReviewState", "REVIEW_STATES", "trust_digest", "review_state"]
+__all__ = ["ReviewState", "REVIEW_STATES", "trust_digest", "review_state", "rejected_evidence"]
 
 # unreviewed: never reviewed · accepted: accept pinned to the current digest, not expired ·
 # expired: that accept has passed its expiry date · rejected / needs-work: the latest decision on
@@ -76,3 +76,13 @@ def review_state(node: Node, reviews: Iterable[ReviewView], *, today: date) -> R
         state = "needs-work"
     return ReviewState(state, current, last.decision, last.reviewer, last.created_at, last.expires,
                        last.target_digest, last.rationale, len(mine))
+
+
+def rejected_evidence(reviews: Iterable[ReviewView]) -> frozenset[tuple[str, str]]:
+    """(item id, content digest) of evidence whose latest review pinned to that digest rejects it."""
+    latest: dict[tuple[str, str], ReviewView] = {}
+    for r in reviews:
+        key = (r.target, r.target_digest)
+        if key not in latest or r.seq > latest[key].seq:
+            latest[key] = r
+    return frozenset(key for key, r in latest.items() if r.decision == "reject")

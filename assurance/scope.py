@@ -25,7 +25,7 @@ from assurance.subjects import code_digests
 from assurance.validate import validate_case
 
 __all__ = ["BUNDLED_CASE", "CASE_ENV", "DeploymentChoice", "Assessment", "default_case_path", "prepare_case",
-           "choose_deployment", "engine_deployment", "current_subjects", "assess"]
+           "choose_deployment", "engine_deployment", "current_subjects", "evaluate_under", "assess"]
 
 BUNDLED_CASE = Path(__file__).resolve().parent / "cases" / "determinism.toml"
 CASE_ENV = "BITCASE_CASE"
@@ -158,6 +158,21 @@ class Assessment:
     notes: list[str] = field(default_factory=list)
 
 
+def evaluate_under(case_path: Path, deployment: DeploymentChoice, *, evidence: list[Any], reviews: list[Any],
+                   plan: str | None = None, today: date | None = None) -> tuple[Evaluation, list[str]]:
+    """Evaluate the case at ``case_path`` under one D from already-loaded views.
+
+    Loads, validates and expands the case for D's plan, computes the current subject digests and
+    runs the status engine; returns the evaluation and notes for the user. The report and the
+    claim commands share this so they evaluate identically.
+    """
+    case, notes = prepare_case(case_path, plan=plan, deployment_fields=deployment.fields)
+    evaluation = evaluate(case, evidence=evidence, reviews=reviews,
+                          subjects=current_subjects(case, deployment.fields), deployment_digest=deployment.digest,
+                          deployment_fields=deployment.fields, today=today)
+    return evaluation, notes
+
+
 def assess(*, db: str | None, case_path: Path, config: str | None = None, plan: str | None = None,
            today: date | None = None) -> Assessment:
     """Evaluate the case at ``case_path`` against the store at ``db`` under ``--config``."""
@@ -169,8 +184,5 @@ def assess(*, db: str | None, case_path: Path, config: str | None = None, plan: 
         choice = choose_deployment(config, list_deployments(session=session))
         evidence = load_evidence(session=session)
         reviews = list_reviews(session=session)
-    case, notes = prepare_case(case_path, plan=plan, deployment_fields=choice.fields)
-    evaluation = evaluate(case, evidence=evidence, reviews=reviews,
-                          subjects=current_subjects(case, choice.fields), deployment_digest=choice.digest,
-                          deployment_fields=choice.fields, today=today)
+    evaluation, notes = evaluate_under(case_path, choice, evidence=evidence, reviews=reviews, plan=plan, today=today)
     return Assessment(evaluation, choice, case_path, notes)

@@ -31,7 +31,9 @@ _SEVERITY = ("failed", "stale", "missing")  # worst first (R9)
 class EvidenceIndex:
     """Evidence under D, latest per (obligation, item id) by chain seq (R1, R2)."""
 
-    def __init__(self, evidence: Iterable[EvidenceView], deployment_digest: str) -> None:
+    def __init__(self, evidence: Iterable[EvidenceView], deployment_digest: str,
+                 rejected: frozenset[tuple[str, str]] = frozenset()) -> None:
+        self.rejected = rejected  # (item id, content digest) pairs a reviewer rejected (R11)
         latest: dict[str, dict[str, EvidenceView]] = defaultdict(dict)
         self.num_other_deployments: dict[str, int] = defaultdict(int)
         self.num_given = 0
@@ -95,6 +97,9 @@ def _obligation(obligation: str, node: Node, index: EvidenceIndex, matcher: Subj
     reasons: list[str] = []
     num_unbound = num_inconclusive = num_off_policy = 0
     for e in index.items(obligation):
+        if (e.item_id, e.content_digest) in index.rejected:
+            reasons.append(f"{e.item_id} does not count: a reviewer rejected it")
+            continue
         why_stale, bound = _stale_reason(e, node, matcher, subjects, deployment_digest, now)
         if why_stale:
             if e.category in accepted or e.status in FAILING:

@@ -16,7 +16,7 @@ from assurance.case_model import Case, Condition, Node
 from assurance.evaluation import (CONTEXT, NOT_APPLICABLE, TRUSTED_STATUSES, Evaluation, NodeResult)
 from assurance.graph import AssuranceGraph
 from assurance.ids import CONTEXT_KINDS, NodeId
-from assurance.reviews import review_state
+from assurance.reviews import rejected_evidence, review_state
 from assurance.solution_status import EvidenceIndex, solution_verdict
 from evidence_db.views import EvidenceView, ReviewView
 
@@ -102,7 +102,8 @@ def evaluate(case: Case, *, evidence: Iterable[EvidenceView], reviews: Iterable[
     today = today or now.date()
     graph = AssuranceGraph.from_case(case)
     order = graph.top_down()
-    index = EvidenceIndex(evidence, deployment_digest)
+    reviews = list(reviews)
+    index = EvidenceIndex(evidence, deployment_digest, rejected_evidence(reviews))
     reviews_by_target: dict[str, list[ReviewView]] = defaultdict(list)
     for r in reviews:
         reviews_by_target[r.target].append(r)

@@ -49,7 +49,7 @@ def validate(file: CaseFile, plan: PlanOption = None, json_out: JsonOption = Fal
     else:
         typer.echo(f"{file}: valid")
     if issues:
-        err_console.print(f"{file}: {len(issues)} problem(s)", highlight=False)
+        err_console.print(f"{file}: {len(issues)} problem(s)", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_USAGE)
 
 
@@ -77,7 +77,7 @@ def obligations(file: CaseFile, plan: PlanOption = None, json_out: JsonOption = 
         typer.echo(f"{r['obligation']}\t{policy}{'  (trusted)' if r['trusted'] and policy != 'trusted' else ''}")
     if case.generators and expanded is None:
         err_console.print("note: plan-generated obligations (kernel.<key>.contract) are listed with --plan PRESET",
-                          highlight=False)
+                          highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

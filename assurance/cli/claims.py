@@ -26,9 +26,9 @@ def _assess(case: Path | None, config: str | None, plan: str | None, db: str | N
     with user_errors():
         path = resolve_case_path(case, db)
         result = assess(db=db, case_path=path, config=config, plan=plan)
-    err_console.print(f"case {path} · D {result.deployment.digest} ({result.deployment.source})", highlight=False)
+    err_console.print(f"case {path} · D {result.deployment.digest} ({result.deployment.source})", highlight=False, soft_wrap=True)
     for note in result.notes:
-        err_console.print(f"[yellow]note:[/] {note}", highlight=False)
+        err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
     return result
 
 
@@ -62,7 +62,7 @@ def init(db: DbOption = None, force: Annotated[bool, typer.Option("--force", hel
     typer.echo(f"store: {store_label(settings.db_url)}")
     typer.echo(f"case: {target}")
     if not copied:
-        err_console.print(f"{target} already exists and was kept (use --force to replace it)", highlight=False)
+        err_console.print(f"{target} already exists and was kept (use --force to replace it)", highlight=False, soft_wrap=True)
 
 
 def status(case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None, db: DbOption = None,
@@ -80,7 +80,7 @@ def status(case: CaseOption = None, config: ConfigOption = None, plan: PlanOptio
     for tree in status_tree(evaluation, show_not_applicable=show_all):
         out_console.print(tree)
     counts = ", ".join(f"{n} {s}" for s, n in evaluation.counts().items())
-    err_console.print(f"{len(evaluation.nodes)} nodes: {counts}", highlight=False)
+    err_console.print(f"{len(evaluation.nodes)} nodes: {counts}", highlight=False, soft_wrap=True)
 
 
 def check(case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None, db: DbOption = None,
@@ -106,7 +106,7 @@ def check(case: CaseOption = None, config: ConfigOption = None, plan: PlanOption
         for f in findings:
             typer.echo(f"{f.node}\t{f.status}\t{f.message}")
         verdict = "PASS" if not findings else f"FAIL ({len(findings)} finding(s))"
-        err_console.print(f"check {', '.join(goals)}: {verdict}", highlight=False)
+        err_console.print(f"check {', '.join(goals)}: {verdict}", highlight=False, soft_wrap=True)
     if findings:
         raise typer.Exit(EXIT_FINDINGS)
 
@@ -130,7 +130,7 @@ def trusted_base_cmd(case: CaseOption = None, config: ConfigOption = None, plan:
         state = row["review"]["state"] if row["review"] else "unreviewed"
         typer.echo(f"{row['id']}\t{state}\t{' '.join(row['text'].split())}")
     err_console.print(f"{len(rows)} trusted item(s); review pins: the digest of each item's text and rationale",
-                      highlight=False)
+                      highlight=False, soft_wrap=True)
 
 
 def whatif_cmd(distrust: Annotated[list[str], typer.Option("--distrust", help="Solution id to distrust (repeatable).")],
@@ -150,7 +150,7 @@ def whatif_cmd(distrust: Annotated[list[str], typer.Option("--distrust", help="S
     for change in outcome.lost:
         typer.echo(f"{change.id}\t{change.before} -> {change.after}")
     err_console.print(f"{len(outcome.lost)} claim(s) lose support without {', '.join(outcome.distrusted)}",
-                      highlight=False)
+                      highlight=False, soft_wrap=True)
 
 
 class ExportFormat(str, Enum):
@@ -172,7 +172,7 @@ def export(format: Annotated[ExportFormat, typer.Option("--format", help="json (
         return
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
-    err_console.print(f"wrote {out}", highlight=False)
+    err_console.print(f"wrote {out}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

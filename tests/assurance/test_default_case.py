@@ -1,0 +1,86 @@
+"""The bundled determinism case: valid, sourced, complete, and its obligation ids documented."""
+
+import re
+from pathlib import Path
+
+from assurance.case_loader import load_case
+from assurance.generators import PlanItem, expand_case
+from assurance.graph import AssuranceGraph
+from assurance.scope import BUNDLED_CASE
+from assurance.status import evaluate
+from assurance.validate import validate_case
+from tests.assurance.conftest import D, NOW, TODAY
+
+RULES_DOC = (Path(__file__).resolve().parents[2] / "docs" / "status-rules.md").read_text(encoding="utf-8")
+PLAN = (PlanItem("matmul", "matmul.n64_k64", "kernels/matmul.py", "sha256:1"),
+        PlanItem("paged_attention", "paged_attention.d16", "kernels/attention.py", "sha256:2"))
+STUDY_TRUSTED = {"trusted.contract_translation", "trusted.tensor_representation", "trusted.verifier_translator",
+                 "trusted.verifier_rules", "trusted.solver_encoding", "trusted.interface_mapping",
+                 "trusted.triton_compiler", "trusted.gpu_execution", "trusted.attention_finiteness",
+                 "trusted.cuda_graph_replay", "trusted.cpu_path"}
+SUITES = {"suite.batch", "suite.chunk", "suite.prefill_decode", "suite.prefix", "suite.schedule",
+          "suite.negative_control"}
+
+
+def case():
+    return expand_case(load_case(BUNDLED_CASE), PLAN, label="test plan")
+
+
+def test_the_default_case_is_valid_with_and_without_a_plan():
+    assert validate_case(load_case(BUNDLED_CASE)) == []
+    assert validate_case(case()) == []
+
+
+def test_every_node_cites_its_source():
+    assert [n.id for n in case().nodes if not n.source.strip()] == []
+
+
+def test_top_claim_frame():
+    c = case()
+    top = c.node(c.top)
+    assert top.kind == "goal" and "§2.3" in top.source
+    assert {c.node(i).kind for i in top.in_context_of} == {"context", "assumption"}
+    assert any("liveness" in c.node(i).text for i in top.in_context_of)
+    assert any("across hardware" in c.node(i).text for i in top.in_context_of)
+
+
+def test_argument_covers_theorem_invariants_cache_plan_and_suites():
+    c = case()
+    below = AssuranceGraph.from_case(c).descendants(c.top)
+    assert "Theorem 4.1" in c.node("S.theorem41").source
+    assert {"G.inv.layout", "G.inv.kv_value", "G.inv.write_isolation", "G.inv.kernel_config"} <= below
+    assert {"G.cache_provenance", "G.publication_order", "G.sealed_launch", "G.sampler_coupling"} <= below
+    assert SUITES | {"runtime.plan", "runtime.no_autotune", "runtime.deployment", "engine.invariants"} <= below
+    assert {"kernel.matmul.n64_k64.contract", "kernel.paged_attention.d16.contract"} <= below
+    assert "identity" in c.node("kernel.paged_attention.d16.contract").text
+
+
+def test_every_trusted_item_the_study_names_is_in_the_case():
+    trusted = {n.id for n in case().nodes if n.is_trusted}
+    assert trusted == STUDY_TRUSTED
+    assert all(case().node(t).rationale for t in trusted)
+
+
+def test_fidelity_is_a_separate_top_claim_that_never_supports_determinism():
+    c = case()
+    graph = AssuranceGraph.from_case(c)
+    assert graph.roots() == ["G.determinism", "G.fidelity"]
+    assert "fidelity.reference" not in graph.descendants(c.top)
+    assert "fidelity.reference" in graph.descendants("G.fidelity")
+
+
+def test_every_obligation_id_is_documented():
+    documented = set(re.findall(r"`((?:suite|runtime|engine|fidelity|trusted)\.[a-z_.]+)`", RULES_DOC))
+    obligations = {o for n in case().nodes if n.kind == "solution" and not n.generated_by for o in n.obligations}
+    assert obligations - documented == set()
+    assert "kernel.<entry key>.contract" in RULES_DOC
+
+
+def test_cpu_and_gpu_trusted_items_follow_the_device():
+    def applies(fields):
+        evaluation = evaluate(case(), evidence=[], reviews=[], subjects={}, deployment_digest=D,
+                              deployment_fields=fields, today=TODAY, now=NOW)
+        return {n for n in STUDY_TRUSTED if evaluation.node(n).status != "not-applicable"}
+
+    assert applies({"device": "cpu"}) == STUDY_TRUSTED - {"trusted.gpu_execution", "trusted.cuda_graph_replay"}
+    assert applies({"device": "cuda:0"}) == STUDY_TRUSTED - {"trusted.cpu_path"}
