@@ -7,12 +7,12 @@ from typing import Annotated
 
 import typer
 
-from assurance.cli._common import EXIT_FINDINGS, EXIT_USAGE, BitcaseError, DbOption, err_console, fail
+from assurance.cli._case_options import CaseOption, PlanOption, resolve_case_path, user_errors
+from assurance.cli._common import EXIT_FINDINGS, EXIT_USAGE, DbOption, err_console, fail
 
-CaseOption = Annotated[Path | None, typer.Option(
-    "--case", help="Case file (.toml); default: the packaged determinism case.", dir_okay=False)]
 ConfigOption = Annotated[str | None, typer.Option(
-    "--config", help="Only this deployment configuration D (its digest or a unique prefix).")]
+    "--config", help="Only this deployment configuration D: a digest or unique prefix, `latest` or `current` "
+                     "(default: every D in the store, each in its own section).")]
 _UNSUPPORTED = ("defeated", "incomplete")
 _DIAGRAM_FORMATS = (".svg", ".png", ".dot")
 
@@ -23,6 +23,7 @@ def report(
     db: DbOption = None,
     case: CaseOption = None,
     config: ConfigOption = None,
+    plan: PlanOption = None,
     templates: Annotated[Path | None, typer.Option(
         "--templates", help="Directory of template overrides (use default:NAME to extend an original).",
         file_okay=False)] = None,
@@ -37,16 +38,14 @@ def report(
     from assurance.render.html import RenderOptions, write_report
     from assurance.render.loading import load_state
 
-    try:
-        state = load_state(db=db, case_path=case, config=config)
-        model = report_model(state.evaluations, evidence=state.evidence, reviews=state.reviews,
-                             store_ref=state.store_ref, case_ref=state.case_ref, case_digest=state.case_digest)
-        if templates is not None and not templates.is_dir():
-            raise BitcaseError(f"template directory {templates} does not exist",
-                               hint="pass a directory holding your template overrides")
-        path = write_report(model, out, RenderOptions(template_dir=templates, with_diagram=not no_diagram))
-    except BitcaseError as exc:
-        fail(str(exc), hint=exc.hint)
+    if templates is not None and not templates.is_dir():
+        fail(f"template directory {templates} does not exist", hint="pass a directory holding your template overrides")
+    with user_errors():
+        state = load_state(db=db, case_path=resolve_case_path(case, db), config=config, plan=plan)
+        model = report_model([(s.evaluation, s.fields, s.notes) for s in state.scopes], evidence=state.evidence,
+                             reviews=state.reviews, store_ref=state.store_ref, case_ref=state.case_ref,
+                             case_digest=state.case_digest)
+    path = write_report(model, out, RenderOptions(template_dir=templates, with_diagram=not no_diagram))
     unsupported = []
     for scope in model.scopes:
         for claim in scope.top_claims:
@@ -66,6 +65,7 @@ def diagram(
     db: DbOption = None,
     case: CaseOption = None,
     config: ConfigOption = None,
+    plan: PlanOption = None,
 ) -> None:
     """Draw the trust-boundary diagram: components by how they are assured, contracts as edges.
 
@@ -81,20 +81,18 @@ def diagram(
     if suffix not in _DIAGRAM_FORMATS:
         fail(f"cannot tell the diagram format from {out.name!r}",
              hint="name the output file with .svg, .png or .dot")
+    with user_errors():
+        state = load_state(db=db, case_path=resolve_case_path(case, db), config=config or "latest", plan=plan)
+    chosen = state.scopes[0]
+    err_console.print(f"drawing under D {chosen.evaluation.deployment_digest}", highlight=False)
+    scope = scope_model(chosen.evaluation, deployment_fields=chosen.fields, evidence=state.evidence,
+                        reviews=state.reviews, notes=chosen.notes)
     try:
-        state = load_state(db=db, case_path=case, config=config)
-        evaluation, fields = state.evaluations[-1]
-        if len(state.evaluations) > 1:
-            err_console.print(f"the store holds {len(state.evaluations)} deployment configurations; drawing the "
-                              f"latest, {evaluation.deployment_digest} (choose one with --config)", highlight=False)
-        scope = scope_model(evaluation, deployment_fields=fields, evidence=state.evidence, reviews=state.reviews)
         dot_text = dot_source(scope, focus=focus)
     except UnknownNodeError:
         ids = sorted(n.node_id for n in scope.nodes if n.kind in ("goal", "strategy"))
         fail(f"--focus {focus!r} is not a node of the case",
              hint="claims you can focus on: " + ", ".join(ids[:20]) + (" …" if len(ids) > 20 else ""))
-    except BitcaseError as exc:
-        fail(str(exc), hint=exc.hint)
     out.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".dot":
         out.write_text(dot_text, encoding="utf-8")

@@ -11,13 +11,12 @@ from typing import Annotated
 
 import typer
 
+from assurance.cli._case_options import CaseOption, PlanOption, resolve_case_path, user_errors
 from assurance.cli._common import EXIT_FINDINGS, BitcaseError, DbOption, JsonOption, err_console, fail
 
 review_app = typer.Typer(help="Audit reviews of trusted items and evidence (append-only, digest-pinned).",
                          no_args_is_help=True)
 
-CaseOption = Annotated[Path | None, typer.Option(
-    "--case", help="Case file (.toml); default: the packaged determinism case.", dir_okay=False)]
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
@@ -61,14 +60,12 @@ def add(
     from evidence_db.reviews import add_review
     from evidence_db.session import open_session
 
-    try:
+    with user_errors():
         expires_on = _parse_expires(expires)
-        target = resolve_target(item, db=db, case_path=case)
+        target = resolve_target(item, db=db, case_path=resolve_case_path(case, db))
         with open_session(db, write=True) as session:
             view = add_review(session=session, target=item, target_digest=target.digest, decision=decision.value,
                               reviewer=by, rationale=rationale, expires=expires_on)
-    except BitcaseError as exc:
-        fail(str(exc), hint=exc.hint)
     err_console.print(f"recorded review {view.seq}: {view.decision} {target.kind} {item} "
                       f"(pinned to {target.digest})", highlight=False, markup=False)
     record = {"seq": view.seq, "target": view.target, "target_kind": target.kind,
@@ -93,12 +90,10 @@ def list_(
     from evidence_db.reviews import list_reviews
     from evidence_db.session import open_session
 
-    try:
+    with user_errors():
         with open_session(db) as session:
             reviews = list_reviews(session=session)
-        digests = current_digests(db=db, case_path=case)
-    except BitcaseError as exc:
-        fail(str(exc), hint=exc.hint)
+        digests = current_digests(db=db, case_path=resolve_case_path(case, db))
     rows = [r for r in reviews if target is None or r.target == target]
     records = [{"seq": r.seq, "target": r.target, "decision": r.decision, "reviewer": r.reviewer,
                 "rationale": r.rationale, "created_at": r.created_at, "target_digest": r.target_digest,
@@ -120,20 +115,19 @@ def diff(
     a: Annotated[str, typer.Argument(help="Before: a store (URL or SQLite file) or an exported JSON snapshot.")],
     b: Annotated[str, typer.Argument(help="After: a store (URL or SQLite file) or an exported JSON snapshot.")],
     case: CaseOption = None,
+    plan: PlanOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Compare two stores or snapshots: changed statuses, evidence added/removed, trusted base.
 
     Exits 1 when anything differs and 0 when they are identical. A store is evaluated with
-    the case (--case, default the packaged one).
+    the case (--case, default as for `bitcase status`) under every D it holds.
     """
     from assurance.render.diff import diff_snapshots
     from assurance.render.snapshot import load_snapshot
 
-    try:
-        result = diff_snapshots(load_snapshot(a, case_path=case), load_snapshot(b, case_path=case))
-    except BitcaseError as exc:
-        fail(str(exc), hint=exc.hint)
+    with user_errors():
+        result = diff_snapshots(load_snapshot(a, case_path=case, plan=plan), load_snapshot(b, case_path=case, plan=plan))
     if json_out:
         typer.echo(json.dumps(result.to_json(), sort_keys=True, indent=2))
     else:

@@ -46,7 +46,8 @@ def node_model(result: NodeResult, *, case_file: str, review: ReviewState | None
 
 
 def scope_model(evaluation: Evaluation, *, deployment_fields: Mapping[str, Any],
-                evidence: Iterable[EvidenceView], reviews: Sequence[ReviewView]) -> ScopeModel:
+                evidence: Iterable[EvidenceView], reviews: Sequence[ReviewView],
+                notes: Sequence[str] = ()) -> ScopeModel:
     """The case under one D: nodes, top claims, trusted base and D's evidence."""
     by_target: dict[str, list[ReviewView]] = defaultdict(list)
     for r in reviews:
@@ -76,18 +77,18 @@ def scope_model(evaluation: Evaluation, *, deployment_fields: Mapping[str, Any],
                                    today=evaluation.today)))
     return ScopeModel(deployment_digest=evaluation.deployment_digest, deployment_fields=dict(deployment_fields),
                       nodes=tuple(nodes), top_claims=tuple(evaluation.tops), trusted_base=tuple(base),
-                      evidence=tuple(items))
+                      evidence=tuple(items), notes=tuple(notes))
 
 
-def report_model(evaluations: Sequence[tuple[Evaluation, Mapping[str, Any]]], *,
+def report_model(evaluations: Sequence[tuple[Evaluation, Mapping[str, Any], Sequence[str]]], *,
                  evidence: Sequence[EvidenceView], reviews: Sequence[ReviewView], store_ref: str,
                  case_ref: str = "", case_digest: str = "") -> ReportModel:
-    """The whole report: one scope per (evaluation, deployment fields) pair, in the given order."""
+    """The whole report: one scope per (evaluation, D's fields, notes), in the given order."""
     if not evaluations:
         raise ValueError("no deployment configuration to report on")
     case = evaluations[0][0].case
-    scopes = tuple(scope_model(ev, deployment_fields=fields, evidence=evidence, reviews=reviews)
-                   for ev, fields in evaluations)
+    scopes = tuple(scope_model(ev, deployment_fields=fields, evidence=evidence, reviews=reviews, notes=notes)
+                   for ev, fields, notes in evaluations)
     as_of = max((i.produced_at for s in scopes for i in s.evidence), default="")
     return ReportModel(title=case.title or f"Assurance case {case.id}", case_ref=case_ref or case.location,
                        case_digest=case_digest, store_ref=store_ref, scopes=scopes, as_of=as_of)

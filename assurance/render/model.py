@@ -102,6 +102,7 @@ class ScopeModel:
     top_claims: tuple[str, ...]
     trusted_base: tuple[str, ...]  # node ids of every trusted item a top claim rests on
     evidence: tuple[EvidenceModel, ...] = ()
+    notes: tuple[str, ...] = ()  # what the reader should know about this evaluation
 
     def __post_init__(self) -> None:
         ids = {n.node_id for n in self.nodes}

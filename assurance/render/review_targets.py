@@ -2,7 +2,8 @@
 
 A review names a trusted item of the case (pinned to its trust digest,
 :func:`assurance.reviews.trust_digest`) or an evidence item in the store (pinned to its
-content digest).
+content digest). Plan-generated trusted items are reviewable once the newest deployment
+configuration in the store names a sealed plan to generate them from.
 """
 
 from __future__ import annotations
@@ -11,12 +12,9 @@ import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
-from assurance.case_loader import load_case
 from assurance.cli._common import BitcaseError
-from assurance.issues import CaseError
 from assurance.reviews import trust_digest
-from evidence_db.session import open_session
-from evidence_db.store import load_evidence
+from assurance.scope import prepare_case
 
 __all__ = ["ReviewTarget", "resolve_target", "current_digests"]
 
@@ -27,39 +25,34 @@ class ReviewTarget:
     digest: str
 
 
-def _case_digests(case_path: Path | None, *, required: bool) -> tuple[dict[str, str], dict[str, str]]:
-    """(trusted node id -> trust digest, other node id -> kind) of the case."""
-    from assurance.render.loading import resolve_case
+def _reviewables(db: str | None, case_path: Path) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """(trusted node id -> trust digest, other node id -> kind, evidence id -> content digest)."""
+    from evidence_db.session import open_session
+    from evidence_db.store import list_deployments, load_evidence
 
-    try:
-        case = load_case(resolve_case(case_path))
-    except (BitcaseError, CaseError):
-        if required:
-            raise
-        return {}, {}
+    with open_session(db) as session:
+        deployments = list_deployments(session=session)
+        evidence = {e.item_id: e.content_digest for e in load_evidence(session=session)}
+    case, _notes = prepare_case(case_path, deployment_fields=deployments[-1].fields if deployments else None)
     trusted = {n.id: trust_digest(n) for n in case.nodes if n.is_trusted}
     others = {n.id: n.kind for n in case.nodes if not n.is_trusted}
-    return trusted, others
+    return trusted, others, evidence
 
 
-def current_digests(*, db: str | None, case_path: Path | None) -> dict[str, str]:
+def current_digests(*, db: str | None, case_path: Path) -> dict[str, str]:
     """Every reviewable id with the digest a review of it must carry now."""
-    trusted, _ = _case_digests(case_path, required=case_path is not None)
-    with open_session(db) as session:
-        evidence = {e.item_id: e.content_digest for e in load_evidence(session=session)}
+    trusted, _others, evidence = _reviewables(db, case_path)
     return {**evidence, **trusted}
 
 
-def resolve_target(item: str, *, db: str | None, case_path: Path | None) -> ReviewTarget:
-    """The review target ``item``; BitcaseError with the reviewable ids when it is not one."""
-    try:
-        trusted, others = _case_digests(case_path, required=True)
-    except CaseError as exc:
-        raise BitcaseError(f"the case cannot be used:\n{exc}") from None
+def resolve_target(item: str, *, db: str | None, case_path: Path) -> ReviewTarget:
+    """The review target ``item``; BitcaseError with the reviewable ids when it is not one.
+
+    A case's trusted item wins over an evidence item of the same id.
+    """
+    trusted, others, evidence = _reviewables(db, case_path)
     if item in trusted:
         return ReviewTarget("trusted item", trusted[item])
-    with open_session(db) as session:
-        evidence = {e.item_id: e.content_digest for e in load_evidence(session=session)}
     if item in evidence:
         return ReviewTarget("evidence item", evidence[item])
     close = difflib.get_close_matches(item, [*trusted, *evidence], n=3)

@@ -84,7 +84,8 @@ def snapshot_from_state(state: Any, *, source: str) -> Snapshot:
 
     claims: dict[tuple[str, str], tuple[str, str]] = {}
     base: set[tuple[str, str]] = set()
-    for evaluation, _fields in state.evaluations:
+    for scope in state.scopes:
+        evaluation = scope.evaluation
         digest = evaluation.deployment_digest
         for node_id, result in evaluation.nodes.items():
             claims[(digest, str(node_id))] = (result.kind, result.status)
@@ -103,8 +104,12 @@ def is_json_snapshot(path: Path) -> bool:
     return head[:1] in (b"{", b"[")
 
 
-def load_snapshot(ref: str, *, case_path: Path | None) -> Snapshot:
-    """The snapshot behind ``ref``: a JSON export, a SQLite file, or a database URL."""
+def load_snapshot(ref: str, *, case_path: Path | None, plan: str | None = None) -> Snapshot:
+    """The snapshot behind ``ref``: a JSON export, a SQLite file, or a database URL.
+
+    A store is evaluated with the case at ``case_path`` (default: as ``bitcase status`` picks it).
+    """
+    from assurance.cli._case_options import resolve_case_path
     from assurance.render.loading import load_state
 
     path = Path(ref)
@@ -119,4 +124,5 @@ def load_snapshot(ref: str, *, case_path: Path | None) -> Snapshot:
             raise BitcaseError(f"{ref}: not valid JSON ({exc})",
                                hint="pass the output of `bitcase export --format json`") from None
         return snapshot_from_json(value, source=ref)
-    return snapshot_from_state(load_state(db=ref, case_path=case_path), source=ref)
+    state = load_state(db=ref, case_path=resolve_case_path(case_path, ref), plan=plan)
+    return snapshot_from_state(state, source=ref)

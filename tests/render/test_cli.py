@@ -55,7 +55,7 @@ def test_report_input_errors_exit_2(store, case_file, tmp_path):
     result = invoke("report", "--db", tmp_path / "missing.db", "--case", case_file, "--out", tmp_path / "o")
     assert result.exit_code == 2 and "no evidence store" in result.stderr
     result = invoke("report", "--db", store, "--case", tmp_path / "nope.toml", "--out", tmp_path / "o")
-    assert result.exit_code == 2 and "no case file" in result.stderr
+    assert result.exit_code == 2 and "nope.toml" in result.stderr
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed (apt-get install graphviz)")
@@ -131,7 +131,7 @@ def test_audit_diff_between_stores_and_snapshots(store, case_file, tmp_path):
 def test_audit_diff_reads_exported_json_and_rejects_junk(store, case_file, tmp_path):
     from assurance.render.loading import load_state
 
-    (evaluation, _), = load_state(db=str(store), case_path=case_file).evaluations
+    evaluation = load_state(db=str(store), case_path=case_file).scopes[0].evaluation
     exported = tmp_path / "a.json"
     exported.write_text(json.dumps(evaluation.to_json()), encoding="utf-8")
     assert invoke("audit", "diff", exported, store, "--case", case_file).exit_code == 0
