@@ -120,6 +120,7 @@ class Scheduler:
                 bm.allocate(seq.page_table)
             seq.num_computed_tokens = seq.num_cached_tokens = start
             seq.total_cached_tokens += start
+            seq.num_tokens_at_admission = seq.num_tokens
             seq.status = RequestStatus.RUNNING
             self.running.append(seq)
             admitted.append(seq.request_id)
@@ -141,6 +142,8 @@ class Scheduler:
             seq = chunk.seq
             seq.num_computed_tokens = chunk.end
             self.block_manager.publish(seq.page_table, seq.token_ids, chunk.end, seq.page_hashes)
+            if chunk.start < seq.num_tokens_at_admission:
+                seq.prefill_chunk_ends.append(chunk.end)
             if not chunk.is_sampled:
                 seq.num_partial_chunks += 1
                 continue

@@ -41,6 +41,8 @@ class Sequence:
     # Witnesses for comparison suites: reuse, chunking and preemption really happened.
     total_cached_tokens: int = 0
     num_partial_chunks: int = 0  # non-final prefill chunks: proof that chunking happened
+    prefill_chunk_ends: list[int] = field(default_factory=list)  # history computed after each prefill chunk
+    num_tokens_at_admission: int = 0
     num_preemptions: int = 0
     trace: list[Any] = field(default_factory=list)  # engine.trace.TraceEntry, one per produced token
 

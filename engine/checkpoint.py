@@ -1,0 +1,110 @@
+"""Writing random-initialised Hugging Face checkpoints of the preset shapes (no weights are downloaded).
+
+Tensor names, shapes and config.json follow the real Hugging Face layouts (``tiny`` as a
+LlamaForCausalLM, ``small`` as a Qwen2ForCausalLM with q/k/v biases, ``llama-1b`` as
+Llama-3.2-1B including its "llama3" ``rope_scaling``). Values come from one seeded CPU generator
+in name order, so a (preset, seed, dtype) always writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+
+from engine.loader import INDEX_FILE, expected_shapes
+from engine.model_config import read_model_spec
+from kernels.shapes import ModelShape, preset
+
+__all__ = ["preset_config", "make_checkpoint", "DEFAULT_MAX_SHARD_BYTES"]
+
+DEFAULT_MAX_SHARD_BYTES = 5 * 1024**3  # Hugging Face's default shard size
+_INIT_STD = 0.02  # initializer_range of the real configs
+_NORM_STD = 0.05  # norm weights are 1 + noise, so a wrong norm shows up in fidelity tests
+
+_LLAMA_3_2_1B_EXTRAS: dict[str, Any] = {
+    "bos_token_id": 128000, "eos_token_id": 128001,
+    "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+}
+
+
+def preset_config(name: str, *, dtype: str | None = None) -> dict[str, Any]:
+    """The config.json of a preset (``dtype`` overrides the preset's)."""
+    shape: ModelShape = preset(name)
+    dtype = dtype or shape.dtype
+    if dtype not in ("float32", "bfloat16"):
+        raise ValueError(f"dtype {dtype!r} is not float32 or bfloat16")
+    config: dict[str, Any] = {
+        "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+        "hidden_size": shape.hidden_size, "initializer_range": _INIT_STD,
+        "intermediate_size": shape.intermediate_size, "max_position_embeddings": shape.max_position_embeddings,
+        "num_attention_heads": shape.num_heads, "num_hidden_layers": shape.num_layers,
+        "num_key_value_heads": shape.num_kv_heads, "rms_norm_eps": shape.rms_norm_eps, "rope_scaling": None,
+        "rope_theta": shape.rope_theta, "tie_word_embeddings": shape.tie_word_embeddings,
+        "torch_dtype": dtype, "transformers_version": "4.45.0", "use_cache": True,
+        "vocab_size": shape.vocab_size,
+    }
+    if shape.has_qkv_bias:
+        config.update({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
+                       "max_window_layers": shape.num_layers, "sliding_window": shape.max_position_embeddings,
+                       "use_sliding_window": False})
+    else:
+        config.update({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "attention_bias": False,
+                       "head_dim": shape.head_dim, "mlp_bias": False, "pretraining_tp": 1})
+    if name == "llama-1b":
+        config.update(_LLAMA_3_2_1B_EXTRAS)
+    return config
+
+
+def _init_tensor(name: str, shape: tuple[int, ...], generator: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
+    values = torch.randn(shape, generator=generator, dtype=torch.float32)
+    if name.endswith("norm.weight"):
+        values = 1.0 + _NORM_STD * values
+    else:
+        values = _INIT_STD * values
+    return values.to(dtype).contiguous()
+
+
+def make_checkpoint(name: str, out_dir: Path, *, seed: int = 0, dtype: str | None = None,
+                    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES) -> Path:
+    """Write config.json and safetensors (sharded with an index above ``max_shard_bytes``) to ``out_dir``."""
+    if max_shard_bytes <= 0:
+        raise ValueError(f"max_shard_bytes must be positive, got {max_shard_bytes}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config = preset_config(name, dtype=dtype)
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    spec = read_model_spec(out_dir)
+    torch_dtype = torch.float32 if config["torch_dtype"] == "float32" else torch.bfloat16
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    shards: list[dict[str, torch.Tensor]] = [{}]
+    shard_bytes = 0
+    for tensor_name, shape in sorted(expected_shapes(spec).items()):
+        tensor = _init_tensor(tensor_name, shape, generator, torch_dtype)
+        size = tensor.numel() * tensor.element_size()
+        if shards[-1] and shard_bytes + size > max_shard_bytes:
+            shards.append({})
+            shard_bytes = 0
+        shards[-1][tensor_name] = tensor
+        shard_bytes += size
+    for stale in list(out_dir.glob("*.safetensors")) + [out_dir / INDEX_FILE]:
+        stale.unlink(missing_ok=True)
+    metadata = {"format": "pt"}
+    if len(shards) == 1:
+        save_file(shards[0], str(out_dir / "model.safetensors"), metadata=metadata)
+        return out_dir
+    weight_map = {}
+    total = 0
+    for i, shard in enumerate(shards, start=1):
+        file_name = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
+        save_file(shard, str(out_dir / file_name), metadata=metadata)
+        for tensor_name, tensor in shard.items():
+            weight_map[tensor_name] = file_name
+            total += tensor.numel() * tensor.element_size()
+    index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+    (out_dir / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
+    return out_dir

@@ -1,0 +1,232 @@
+"""The engine: request admission and validation, the step loop, outputs, and the ``LLM`` convenience API.
+
+One step: the scheduler plans (admission resolves every prefix hit), the runner computes the
+planned rows under the sealed plan, each sampled row is sampled from its own state, then the
+scheduler commits (publishes full pages, appends tokens, finishes requests). Check mode wraps
+the step in the four invariants (engine/checks.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import torch
+
+from engine.block_manager import BlockManager, PageHash, chain_hash
+from engine.checks import InvariantChecker
+from engine.config import EngineConfig
+from engine.deployment import DeploymentMismatch, build_deployment
+from engine.model_config import read_model_spec
+from engine.model_runner import Chunk, ModelRunner
+from engine.sampler import sample
+from engine.sampling_params import SamplerState, SamplingParams
+from engine.scheduler import Scheduler, StepPlan
+from engine.sequence import Sequence as Request
+from engine.trace import Trace, TraceEntry, row_digest
+
+__all__ = ["BadRequestError", "RequestOutput", "ScheduledRows", "StepResult", "LLMEngine", "LLM"]
+
+
+class BadRequestError(ValueError):
+    """A request the engine refuses (nothing about it entered the engine)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestOutput:
+    """A request's result: produced tokens, final sampler state, trace and scheduling witnesses."""
+
+    request_id: str
+    prompt_token_ids: tuple[int, ...]
+    token_ids: tuple[int, ...]  # produced tokens
+    finish_reason: str | None  # "stop", "length", "cancelled"
+    sampler_state: SamplerState  # after the last produced token
+    trace: Trace
+    num_cached_tokens: int  # positions attached from the prefix cache, over all admissions
+    prefill_chunk_ends: tuple[int, ...]  # history length computed after each prefill chunk
+    num_preemptions: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (logit rows as digests)."""
+        return {"request_id": self.request_id, "prompt_token_ids": list(self.prompt_token_ids),
+                "token_ids": list(self.token_ids), "finish_reason": self.finish_reason,
+                "sampler_state": self.sampler_state.to_dict(), "num_cached_tokens": self.num_cached_tokens,
+                "prefill_chunk_ends": list(self.prefill_chunk_ends), "num_preemptions": self.num_preemptions,
+                "logits_digests": [e.logits_digest for e in self.trace.entries]}
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledRows:
+    """Rows ``[start, end)`` of one request computed in a step."""
+
+    request_id: str
+    start: int
+    end: int
+    is_sampled: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """What one step did (for suites that need witnesses) and which requests it finished."""
+
+    step_index: int
+    scheduled: tuple[ScheduledRows, ...]
+    admitted: tuple[str, ...]
+    preempted: tuple[str, ...]
+    num_evicted_pages: int
+    finished: tuple[RequestOutput, ...]
+
+
+def _output(seq: Request) -> RequestOutput:
+    trace = Trace(seq.prompt_token_ids, seq.params.initial_state(), list(seq.trace))
+    return RequestOutput(seq.request_id, seq.prompt_token_ids, tuple(seq.output_token_ids), seq.finish_reason,
+                         seq.sampler_state, trace, seq.total_cached_tokens, tuple(seq.prefill_chunk_ends),
+                         seq.num_preemptions)
+
+
+class LLMEngine:
+    """A deterministic engine over one checkpoint, with the step-level API."""
+
+    def __init__(self, model_dir: str | Path, config: EngineConfig | None = None, *,
+                 page_hash: PageHash = chain_hash, expected_deployment: str | None = None) -> None:
+        self.config = config or EngineConfig()
+        self.model_dir = Path(model_dir)
+        self.spec = read_model_spec(self.model_dir)
+        if self.config.max_model_len > self.spec.max_position_embeddings:
+            raise ValueError(f"max_model_len {self.config.max_model_len} exceeds the model's "
+                             f"max_position_embeddings {self.spec.max_position_embeddings}")
+        self.dtype = self.spec.serving_dtype(self.config.dtype)
+        torch.set_num_threads(self.config.num_threads)  # CPU reductions may depend on it: part of D
+        self.runner = ModelRunner(self.model_dir, self.spec, self.config, self.dtype)
+        self.deployment = build_deployment(spec=self.spec, config=self.config, dtype=self.dtype,
+                                           plan=self.runner.plan, weights_digest=self.runner.weights_digest,
+                                           num_threads=torch.get_num_threads())
+        if expected_deployment is not None and expected_deployment != self.deployment.digest:
+            raise DeploymentMismatch(f"this engine runs under D {self.deployment.digest}, not the expected "
+                                     f"{expected_deployment}; refusing to serve")
+        self.block_manager = BlockManager(self.config.num_pages, self.config.page_size, page_hash=page_hash,
+                                          enable_prefix_caching=self.config.enable_prefix_caching)
+        self.scheduler = Scheduler(self.config, self.block_manager)
+        self.checker = InvariantChecker(self) if self.config.check_mode else None
+        self.stop_token_ids = frozenset(self.spec.eos_token_ids)
+        self.num_steps = 0
+        self._ids = itertools.count()
+        self._used_ids: set[str] = set()
+        self._failure: BaseException | None = None
+
+    # --- requests ----------------------------------------------------------------------------
+    def validate(self, prompt_token_ids: Sequence[int], params: SamplingParams) -> None:
+        """Raise :class:`BadRequestError` saying what is wrong with a request (changes nothing)."""
+        if not isinstance(params, SamplingParams):
+            raise BadRequestError(f"sampling must be a SamplingParams, got {type(params).__name__}")
+        if isinstance(prompt_token_ids, (str, bytes)) or not isinstance(prompt_token_ids, Sequence):
+            raise BadRequestError(f"a prompt is a list of token ids, got {type(prompt_token_ids).__name__}")
+        if not prompt_token_ids:
+            raise BadRequestError("the prompt is empty; give at least one token id")
+        vocab = self.spec.vocab_size
+        for i, t in enumerate(prompt_token_ids):
+            if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < vocab:
+                raise BadRequestError(f"prompt token {i} is {t!r}; token ids are integers in [0, {vocab})")
+        needed = len(prompt_token_ids) + params.max_tokens
+        if needed > self.config.max_model_len:
+            raise BadRequestError(f"request needs {needed} positions (prompt {len(prompt_token_ids)} + max_tokens "
+                                  f"{params.max_tokens}) but max_model_len is {self.config.max_model_len}")
+
+    def add_request(self, prompt_token_ids: Sequence[int], params: SamplingParams | None = None, *,
+                    request_id: str | None = None) -> str:
+        """Validate and queue a request; returns its id."""
+        params = SamplingParams() if params is None else params
+        self.validate(prompt_token_ids, params)
+        if request_id is None:
+            request_id = next(f"req-{n}" for n in self._ids if f"req-{n}" not in self._used_ids)
+        elif not isinstance(request_id, str) or not request_id or request_id in self._used_ids:
+            raise BadRequestError(f"request id {request_id!r} is empty or already used in this engine")
+        stop = frozenset() if params.ignore_eos else self.stop_token_ids
+        if params.stop_token_ids is not None:
+            stop = frozenset(params.stop_token_ids)
+        self._used_ids.add(request_id)
+        self.scheduler.add(Request(request_id, tuple(prompt_token_ids), params, stop_token_ids=stop))
+        return request_id
+
+    def cancel(self, request_id: str) -> RequestOutput | None:
+        """Cancel a queued or running request, freeing its pages; None when it is not unfinished."""
+        seq = self.scheduler.cancel(request_id)
+        return None if seq is None else _output(seq)
+
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_unfinished()
+
+    # --- the step loop -------------------------------------------------------------------------
+    def step(self) -> StepResult:
+        """Plan, compute, sample and commit one step."""
+        if self._failure is not None:
+            raise RuntimeError(f"the engine stopped after an earlier failure: {self._failure}") from self._failure
+        try:
+            return self._step()
+        except BaseException as exc:
+            self._failure = exc
+            raise
+
+    def _step(self) -> StepResult:
+        plan: StepPlan = self.scheduler.schedule()
+        if not plan.chunks and self.scheduler.has_unfinished():
+            raise RuntimeError("the scheduler planned an empty step while requests are unfinished")
+        if self.checker:
+            self.checker.before_forward(plan)
+        logits = torch.empty(0, self.spec.vocab_size)
+        if plan.chunks:
+            logits = self.runner.execute([Chunk(c.seq.token_ids, c.seq.page_table, c.start, c.end, c.is_sampled)
+                                          for c in plan.chunks])
+        if self.checker:
+            self.checker.after_forward(plan, self.runner.last_launches)
+        sampled = []
+        for chunk, row in zip(plan.sampled, logits):  # row: [V] float32
+            seq = chunk.seq
+            token, state = sample(row, seq.params, seq.sampler_state)
+            seq.trace.append(TraceEntry(seq.num_output_tokens, token, state, row_digest(row),
+                                        row.clone() if self.config.keep_logit_rows else None))
+            sampled.append((token, state))
+        finished = self.scheduler.commit(plan, sampled)
+        if self.checker:
+            self.checker.after_commit()
+        result = StepResult(self.num_steps, tuple(ScheduledRows(c.seq.request_id, c.start, c.end, c.is_sampled)
+                                                  for c in plan.chunks),
+                            plan.admitted, plan.preempted, plan.num_evicted_pages, tuple(_output(s) for s in finished))
+        self.num_steps += 1
+        return result
+
+    def run(self) -> list[RequestOutput]:
+        """Step until nothing is unfinished; the finished outputs in finishing order."""
+        outputs: list[RequestOutput] = []
+        while self.has_unfinished():
+            outputs.extend(self.step().finished)
+        return outputs
+
+
+class LLM:
+    """``LLM(model_dir, **config).generate(prompts, sampling)``: run a batch of requests to completion."""
+
+    def __init__(self, model_dir: str | Path, *, page_hash: PageHash = chain_hash,
+                 expected_deployment: str | None = None, **config: Any) -> None:
+        self.engine = LLMEngine(model_dir, EngineConfig.from_kwargs(**config), page_hash=page_hash,
+                                expected_deployment=expected_deployment)
+
+    def generate(self, prompts: Sequence[Sequence[int]],
+                 sampling: SamplingParams | Iterable[SamplingParams] | None = None) -> list[RequestOutput]:
+        """Outputs in prompt order. Every request is validated before any is queued."""
+        if sampling is None or isinstance(sampling, SamplingParams):
+            params = [sampling or SamplingParams()] * len(prompts)
+        else:
+            params = list(sampling)
+            if len(params) != len(prompts):
+                raise BadRequestError(f"{len(params)} sampling parameters for {len(prompts)} prompts")
+        for i, (prompt, p) in enumerate(zip(prompts, params)):
+            try:
+                self.engine.validate(prompt, p)
+            except BadRequestError as exc:
+                raise BadRequestError(f"request {i}: {exc}") from None
+        ids = [self.engine.add_request(prompt, p) for prompt, p in zip(prompts, params)]
+        done = {o.request_id: o for o in self.engine.run()}
+        return [done[i] for i in ids]

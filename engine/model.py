@@ -1,0 +1,90 @@
+"""The Llama-family forward pass over packed rows and a paged KV cache, through kernels.ops only.
+
+Every arithmetic op is a kernel of the sealed plan; the model itself only slices, views and
+gathers (exact operations). Rows of different requests are packed along the token dimension;
+the kernels' contracts make each row's result independent of the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from engine.loader import ModelWeights
+from engine.model_config import ModelSpec
+from kernels import ops
+
+__all__ = ["KVCache", "ForwardBatch", "LlamaModel"]
+
+
+@dataclass(frozen=True, slots=True)
+class KVCache:
+    """Paged K and V for every layer."""
+
+    k: torch.Tensor  # [num_layers, num_pages, page_size, num_kv_heads, head_dim]
+    v: torch.Tensor  # [num_layers, num_pages, page_size, num_kv_heads, head_dim]
+
+    @classmethod
+    def allocate(cls, spec: ModelSpec, *, num_pages: int, page_size: int, dtype: torch.dtype,
+                 device: torch.device | str) -> "KVCache":
+        """Zero-filled caches (zeros are never read: attention reads only initialised positions)."""
+        shape = (spec.num_layers, num_pages, page_size, spec.num_kv_heads, spec.head_dim)
+        return cls(torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
+
+    @property
+    def page_size(self) -> int:
+        return self.k.shape[2]
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardBatch:
+    """Packed inputs of one forward (all on the model's device)."""
+
+    input_ids: torch.Tensor  # [T] int64
+    positions: torch.Tensor  # [T] int64
+    slot_mapping: torch.Tensor  # [T] int64: where each row's K/V is written
+    block_table: torch.Tensor  # [B, max_pages] int32
+    query_start_loc: torch.Tensor  # [B + 1] int32
+    seq_lens: torch.Tensor  # [B] int32: KV length including this step's rows
+    sample_rows: torch.Tensor  # [S] int64: rows whose logits are returned
+
+
+class LlamaModel:
+    """Weights, the RoPE table and the forward pass."""
+
+    def __init__(self, spec: ModelSpec, weights: ModelWeights, cos_sin: torch.Tensor) -> None:
+        self.spec = spec
+        self.weights = weights
+        self.cos_sin = cos_sin  # [max_model_len, head_dim] float32
+        self.q_width = spec.num_heads * spec.head_dim
+        self.kv_width = spec.num_kv_heads * spec.head_dim
+        self.scale = spec.head_dim ** -0.5
+
+    @torch.inference_mode()
+    def forward(self, batch: ForwardBatch, kv: KVCache) -> torch.Tensor:
+        """Write this step's K/V into ``kv`` and return ``[S, V]`` float32 logits of the sample rows."""
+        spec, w = self.spec, self.weights
+        num_tokens = batch.input_ids.shape[0]
+        hidden = ops.embedding(batch.input_ids, w.embed)  # [T, H]
+        residual = None
+        for layer, lw in enumerate(w.layers):
+            x, residual = ops.rms_norm(hidden, lw.input_norm, spec.rms_norm_eps, residual)
+            qkv = ops.linear(x, lw.qkv, lw.qkv_bias)  # [T, q_width + 2 kv_width]
+            q = qkv[:, :self.q_width].view(num_tokens, spec.num_heads, spec.head_dim)
+            k = qkv[:, self.q_width:self.q_width + self.kv_width].view(num_tokens, spec.num_kv_heads, spec.head_dim)
+            v = qkv[:, self.q_width + self.kv_width:].view(num_tokens, spec.num_kv_heads, spec.head_dim)
+            q, k = ops.rope(q, k, batch.positions, self.cos_sin)
+            ops.store_kv(k, v, kv.k[layer], kv.v[layer], batch.slot_mapping)
+            attn = ops.paged_attention(q, kv.k[layer], kv.v[layer], batch.block_table, batch.query_start_loc,
+                                       batch.seq_lens, self.scale)  # [T, Hq, D]
+            hidden = ops.linear(attn.view(num_tokens, self.q_width), lw.o_proj)  # [T, H]
+            x, residual = ops.rms_norm(hidden, lw.post_norm, spec.rms_norm_eps, residual)
+            hidden = ops.linear(ops.silu_mul(ops.linear(x, lw.gate_up)), lw.down)  # [T, H]
+        # Only sampled rows need the final norm and the vocabulary projection (row-wise ops).
+        if batch.sample_rows.shape[0] == 0:
+            return torch.empty(0, spec.vocab_size, dtype=torch.float32, device=hidden.device)
+        last = hidden.index_select(0, batch.sample_rows)  # [S, H]
+        last_residual = residual.index_select(0, batch.sample_rows)  # type: ignore[union-attr]
+        x, _ = ops.rms_norm(last, w.final_norm, spec.rms_norm_eps, last_residual)
+        return ops.logits(x, w.lm_head)  # [S, V] float32

@@ -1,0 +1,163 @@
+"""Reading a Hugging Face ``config.json`` of a Llama-family model into a validated :class:`ModelSpec`.
+
+Torch-free. Supported: ``LlamaForCausalLM`` (optionally Llama-3 ``rope_scaling``) and
+``Qwen2ForCausalLM`` (q/k/v biases). Anything the engine would silently compute differently
+(other activations, MLP or output-projection biases, sliding windows, other RoPE scalings) is a
+clear error naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evidence_db.canonical import digest_of
+from kernels.shapes import ModelShape
+
+__all__ = ["ModelSpec", "ModelConfigError", "read_model_spec", "SUPPORTED_ARCHITECTURES"]
+
+SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
+_ROPE_SCALING_TYPES = ("default", "llama3")
+
+
+class ModelConfigError(ValueError):
+    """A checkpoint directory or its config.json cannot be served; the message says what and where."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """Everything the engine needs to know about a checkpoint's architecture."""
+
+    architecture: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    rms_norm_eps: float
+    rope_theta: float
+    rope_scaling: tuple[tuple[str, Any], ...] | None  # sorted items of a "llama3" rope_scaling
+    max_position_embeddings: int
+    has_qkv_bias: bool
+    tie_word_embeddings: bool
+    checkpoint_dtype: str  # config's torch_dtype
+    eos_token_ids: tuple[int, ...]
+    config_digest: str  # digest of the config.json content
+
+    def shape(self, *, page_size: int, dtype: str) -> ModelShape:
+        """The static shape kernel configurations are chosen from."""
+        return ModelShape(hidden_size=self.hidden_size, num_layers=self.num_layers, num_heads=self.num_heads,
+                          num_kv_heads=self.num_kv_heads, head_dim=self.head_dim,
+                          intermediate_size=self.intermediate_size, vocab_size=self.vocab_size,
+                          page_size=page_size, dtype=dtype, has_qkv_bias=self.has_qkv_bias,
+                          tie_word_embeddings=self.tie_word_embeddings, rope_theta=self.rope_theta,
+                          rms_norm_eps=self.rms_norm_eps, max_position_embeddings=self.max_position_embeddings)
+
+    def serving_dtype(self, requested: str | None) -> str:
+        """The activation dtype: ``requested``, else the checkpoint's when the kernels support it."""
+        if requested is not None:
+            return requested
+        if self.checkpoint_dtype not in ("float32", "bfloat16"):
+            raise ModelConfigError(f"checkpoint dtype {self.checkpoint_dtype!r} is not served directly; "
+                                   "pass dtype='float32' or dtype='bfloat16'")
+        return self.checkpoint_dtype
+
+    @property
+    def rope_scaling_dict(self) -> dict[str, Any] | None:
+        return None if self.rope_scaling is None else dict(self.rope_scaling)
+
+
+def _field(config: dict[str, Any], name: str, kind: type, path: Path, default: Any = None) -> Any:
+    value = config.get(name, default)
+    if value is None:
+        raise ModelConfigError(f"{path}: missing field {name!r}")
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ModelConfigError(f"{path}: field {name!r} must be {kind.__name__}, got {value!r}")
+    if kind in (int, float) and value <= 0:
+        raise ModelConfigError(f"{path}: field {name!r} must be positive, got {value!r}")
+    return value
+
+
+def _rope_scaling(config: dict[str, Any], path: Path) -> tuple[tuple[str, Any], ...] | None:
+    scaling = config.get("rope_scaling")
+    if scaling is None:
+        return None
+    if not isinstance(scaling, dict):
+        raise ModelConfigError(f"{path}: rope_scaling must be an object or null, got {scaling!r}")
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if kind not in _ROPE_SCALING_TYPES:
+        raise ModelConfigError(f"{path}: rope_scaling type {kind!r} is not supported "
+                               f"(supported: {', '.join(_ROPE_SCALING_TYPES)})")
+    if kind == "default":
+        return None
+    values = {}
+    for name in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"):
+        values[name] = _field(scaling, name, float, path)
+    if values["high_freq_factor"] <= values["low_freq_factor"]:
+        raise ModelConfigError(f"{path}: rope_scaling needs high_freq_factor > low_freq_factor, got {scaling}")
+    values["rope_type"] = "llama3"
+    return tuple(sorted(values.items()))
+
+
+def read_model_spec(model_dir: Path) -> ModelSpec:
+    """Parse and validate ``model_dir/config.json``."""
+    model_dir = Path(model_dir)
+    path = model_dir / "config.json"
+    if not model_dir.is_dir():
+        raise ModelConfigError(f"model directory {model_dir} does not exist",)
+    if not path.is_file():
+        raise ModelConfigError(f"{model_dir} has no config.json; expected a Hugging Face checkpoint directory "
+                               "(create one with `bitcase model make --preset tiny DIR`)")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelConfigError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(config, dict):
+        raise ModelConfigError(f"{path}: top level must be an object")
+    architectures = config.get("architectures") or []
+    if len(architectures) != 1 or architectures[0] not in SUPPORTED_ARCHITECTURES:
+        raise ModelConfigError(f"{path}: architecture {architectures!r} is not supported "
+                               f"(supported: {', '.join(SUPPORTED_ARCHITECTURES)})")
+    architecture = architectures[0]
+    is_qwen2 = architecture == "Qwen2ForCausalLM"
+    if config.get("hidden_act", "silu") != "silu":
+        raise ModelConfigError(f"{path}: hidden_act {config['hidden_act']!r} is not supported (only 'silu')")
+    if config.get("mlp_bias"):
+        raise ModelConfigError(f"{path}: mlp_bias=true is not supported")
+    if not is_qwen2 and config.get("attention_bias"):
+        raise ModelConfigError(f"{path}: attention_bias=true (biases on q/k/v and o_proj) is not supported")
+    if is_qwen2 and config.get("use_sliding_window"):
+        raise ModelConfigError(f"{path}: use_sliding_window=true is not supported")
+    hidden = _field(config, "hidden_size", int, path)
+    num_heads = _field(config, "num_attention_heads", int, path)
+    num_kv_heads = _field(config, "num_key_value_heads", int, path, default=num_heads)
+    head_dim = _field(config, "head_dim", int, path, default=hidden // num_heads)
+    dtype = config.get("torch_dtype", "float32")
+    eos = config.get("eos_token_id")
+    eos_ids = () if eos is None else tuple(eos) if isinstance(eos, list) else (eos,)
+    if any(not isinstance(t, int) or t < 0 for t in eos_ids):
+        raise ModelConfigError(f"{path}: eos_token_id must be a non-negative integer or a list of them, got {eos!r}")
+    spec = ModelSpec(
+        architecture=architecture, hidden_size=hidden,
+        num_layers=_field(config, "num_hidden_layers", int, path), num_heads=num_heads,
+        num_kv_heads=num_kv_heads, head_dim=head_dim,
+        intermediate_size=_field(config, "intermediate_size", int, path),
+        vocab_size=_field(config, "vocab_size", int, path),
+        rms_norm_eps=_field(config, "rms_norm_eps", float, path, default=1e-6),
+        rope_theta=_field(config, "rope_theta", float, path, default=10000.0),
+        rope_scaling=_rope_scaling(config, path),
+        max_position_embeddings=_field(config, "max_position_embeddings", int, path),
+        has_qkv_bias=is_qwen2, tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+        checkpoint_dtype=str(dtype), eos_token_ids=eos_ids, config_digest=digest_of(config))
+    if num_heads % num_kv_heads:
+        raise ModelConfigError(f"{path}: num_attention_heads {num_heads} is not a multiple of "
+                               f"num_key_value_heads {num_kv_heads}")
+    if head_dim % 2:
+        raise ModelConfigError(f"{path}: head_dim {head_dim} must be even for RoPE")
+    return spec

@@ -1,0 +1,98 @@
+"""An independent float64 reference of the Llama/Qwen2 forward pass, for fidelity evidence.
+
+Plain torch on the CPU, no kernels/, no paging, no engine code: it reads config.json and the
+safetensors itself and recomputes every position from scratch with full causal attention. It is
+the semantic yardstick (closeness within a tolerance), never a determinism witness.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from safetensors.torch import load_file
+
+__all__ = ["ReferenceModel"]
+
+
+class ReferenceModel:
+    """Float64 Hugging Face Llama-family forward over a token sequence."""
+
+    def __init__(self, model_dir: Path) -> None:
+        model_dir = Path(model_dir)
+        self.config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+        index = model_dir / "model.safetensors.index.json"
+        files = (sorted({model_dir / f for f in json.loads(index.read_text())["weight_map"].values()})
+                 if index.exists() else sorted(model_dir.glob("*.safetensors")))
+        self.w: dict[str, torch.Tensor] = {}
+        for f in files:
+            self.w.update({k: v.to(torch.float64) for k, v in load_file(str(f)).items()})
+        c = self.config
+        self.num_heads = c["num_attention_heads"]
+        self.num_kv_heads = c.get("num_key_value_heads", self.num_heads)
+        self.head_dim = c.get("head_dim", c["hidden_size"] // self.num_heads)
+        self.eps = c.get("rms_norm_eps", 1e-6)
+        self.inv_freq = self._inv_freq(c.get("rope_theta", 10000.0), c.get("rope_scaling"))
+        if c.get("tie_word_embeddings", False):
+            self.w["lm_head.weight"] = self.w["model.embed_tokens.weight"]
+
+    def _inv_freq(self, theta: float, scaling: dict | None) -> torch.Tensor:
+        d = self.head_dim
+        inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+        kind = None if scaling is None else scaling.get("rope_type", scaling.get("type"))
+        if kind in (None, "default"):
+            return inv_freq
+        assert kind == "llama3", f"reference does not implement rope_scaling {kind!r}"
+        factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+        old = scaling["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / inv_freq
+        llama = torch.where(wavelen > old / low, inv_freq / factor, inv_freq)
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * llama / factor + smooth * llama
+        medium = ~(wavelen < old / high) & ~(wavelen > old / low)
+        return torch.where(medium, smoothed, llama)
+
+    def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * weight
+
+    def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        # x: [T, heads, D]
+        angles = positions[:, None].to(torch.float64) * self.inv_freq[None, :]  # [T, D/2]
+        cos = torch.cat([angles.cos(), angles.cos()], -1)[:, None, :]
+        sin = torch.cat([angles.sin(), angles.sin()], -1)[:, None, :]
+        half = x.shape[-1] // 2
+        rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
+        return x * cos + rotated * sin
+
+    def _linear(self, x: torch.Tensor, name: str) -> torch.Tensor:
+        out = x @ self.w[name + ".weight"].T
+        bias = self.w.get(name + ".bias")
+        return out if bias is None else out + bias
+
+    @torch.no_grad()
+    def logits(self, token_ids: Sequence[int]) -> torch.Tensor:
+        """``[T, V]`` float64 logits of every position of ``token_ids``."""
+        ids = torch.tensor(list(token_ids), dtype=torch.long)
+        n, hq, hkv, d = len(ids), self.num_heads, self.num_kv_heads, self.head_dim
+        positions = torch.arange(n)
+        mask = torch.full((n, n), float("-inf"), dtype=torch.float64).triu(1)
+        h = self.w["model.embed_tokens.weight"][ids]
+        for layer in range(self.config["num_hidden_layers"]):
+            p = f"model.layers.{layer}."
+            x = self._norm(h, self.w[p + "input_layernorm.weight"])
+            q = self._rope(self._linear(x, p + "self_attn.q_proj").view(n, hq, d), positions)
+            k = self._rope(self._linear(x, p + "self_attn.k_proj").view(n, hkv, d), positions)
+            v = self._linear(x, p + "self_attn.v_proj").view(n, hkv, d)
+            k = k.repeat_interleave(hq // hkv, dim=1)
+            v = v.repeat_interleave(hq // hkv, dim=1)
+            scores = torch.einsum("qhd,khd->hqk", q, k) / math.sqrt(d) + mask
+            attn = torch.einsum("hqk,khd->qhd", scores.softmax(-1), v).reshape(n, hq * d)
+            h = h + self._linear(attn, p + "self_attn.o_proj")
+            x = self._norm(h, self.w[p + "post_attention_layernorm.weight"])
+            gate = self._linear(x, p + "mlp.gate_proj")
+            h = h + self._linear(torch.nn.functional.silu(gate) * self._linear(x, p + "mlp.up_proj"),
+                                 p + "mlp.down_proj")
+        return self._linear(self._norm(h, self.w["model.norm.weight"]), "lm_head")
