@@ -148,8 +148,9 @@ class _Parser:
                        f'write {key} = {{ accelerator = "cpu" }}', line)
             return ()
         pairs = []
-        for name in sorted(value):
-            accepted = value[name]
+        flat = _flatten(value)
+        for name in sorted(flat):
+            accepted = flat[name]
             accepted = [accepted] if isinstance(accepted, (str, int, bool)) else accepted
             if not isinstance(accepted, list) or not all(isinstance(v, (str, int, bool)) for v in accepted):
                 self.issue("type", node, f"'{key}.{name}' in {where} must be a value or a list of values",
@@ -213,6 +214,17 @@ class _Parser:
                          template=template, for_each=for_each,
                          match=self._str_list(raw, "match", gen_id, where, line),
                          exclude=self._str_list(raw, "exclude", gen_id, where, line), line=line)
+
+
+def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``: TOML dotted keys name fields in nested tables of D."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def _as_text(value: str | int | bool) -> str:

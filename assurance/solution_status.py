@@ -13,6 +13,7 @@ from typing import Iterable, Mapping
 
 from assurance.case_model import Node
 from assurance.evaluation import Counterexample, ObligationResult
+from assurance.evidence_sets import incomplete_runs
 from assurance.reviews import ReviewState
 from assurance.subjects import SubjectMatcher, subject_key
 from assurance.validate import TRUSTED_CATEGORY
@@ -91,7 +92,7 @@ def _obligation(obligation: str, node: Node, index: EvidenceIndex, matcher: Subj
                 subjects: Mapping[str, str], deployment_digest: str, now: datetime | None
                 ) -> tuple[ObligationResult, list[Counterexample], str | None]:
     accepted = set(node.policy_categories) | ({TRUSTED_CATEGORY} if node.is_trusted else set())
-    passing: dict[str, list[str]] = defaultdict(list)
+    fresh_passing: list[EvidenceView] = []
     stale: list[str] = []
     defeaters: list[EvidenceView] = []
     reasons: list[str] = []
@@ -112,7 +113,7 @@ def _obligation(obligation: str, node: Node, index: EvidenceIndex, matcher: Subj
         elif e.category not in accepted:
             num_off_policy += 1
         elif e.status == "pass":
-            passing[e.category].append(e.item_id)
+            fresh_passing.append(e)
         else:
             num_inconclusive += 1
     if num_inconclusive:
@@ -121,6 +122,12 @@ def _obligation(obligation: str, node: Node, index: EvidenceIndex, matcher: Subj
         reasons.append(f"{num_off_policy} passing item(s) of categories outside the policy do not count")
     if num_unbound:
         reasons.append(f"{num_unbound} item(s) name none of the covered subjects; only D binds them")
+    partial, why_partial = incomplete_runs(fresh_passing)
+    reasons.extend(why_partial)
+    passing: dict[str, list[str]] = defaultdict(list)
+    for e in fresh_passing:
+        if e.item_id not in partial:
+            passing[e.category].append(e.item_id)
     counted = tuple(sorted(i for ids in passing.values() for i in ids))
     if defeaters:
         cex = [Counterexample(e.item_id, obligation, e.category, e.status, e.summary, dict(e.details))
@@ -156,7 +163,7 @@ def _discharge_label(node: Node, passing: Mapping[str, list[str]]) -> str | None
 
 def solution_verdict(node: Node, index: EvidenceIndex, *, subjects: Mapping[str, str], deployment_digest: str,
                      review: ReviewState | None, now: datetime | None = None) -> SolutionVerdict:
-    """The derived status of solution ``node`` under D (rules R1–R10)."""
+    """The derived status of solution ``node`` under D (rules R1–R12)."""
     matcher = SubjectMatcher(node.subjects)
     results: list[ObligationResult] = []
     counterexamples: list[Counterexample] = []

@@ -66,9 +66,11 @@ def test_solution_only_keys_on_a_goal_are_rejected():
 def test_conditions_and_max_age_parse():
     case = case_from(MINI_CASE.replace('rationale = "Pinned versions are part of D"',
                                        'rationale = "r"\nwhen = { device = ["cuda", "cuda:0"] }\n'
-                                       'when_not = { dtype = "bfloat16" }\nmax_age_days = 7'))
+                                       'when_not = { dtype = "bfloat16", accelerator.device_type = "cpu" }\n'
+                                       'max_age_days = 7'))
     node = case.node("trusted.compiler")
-    assert node.when == (("device", ("cuda", "cuda:0")),) and node.when_not == (("dtype", ("bfloat16",)),)
+    assert node.when == (("device", ("cuda", "cuda:0")),)
+    assert node.when_not == (("accelerator.device_type", ("cpu",)), ("dtype", ("bfloat16",)))
     assert node.max_age_days == 7
 
 

@@ -144,7 +144,25 @@ def test_read_commands_on_a_missing_store_exit_2(tmp_path, case_file):
     assert result.exit_code == 2 and "no evidence store" in result.stderr
 
 
-def test_an_empty_store_has_no_deployment(empty_store, tmp_path, case_file):
+def test_an_empty_store_falls_back_to_the_engines_current_configuration(empty_store, tmp_path, monkeypatch):
+    monkeypatch.setenv("BITCASE_HOME", str(tmp_path / "home"))  # no case copy: the bundled case
+    path = tmp_path / "e.db"
+    shutil.copyfile(empty_store, path)
+    result = invoke("status", "--db", path, "--json")  # the bundled case, expanded over D's recorded plan
+    assert result.exit_code == 0, result.output
+    assert "the engine's current configuration" in result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["case"]["plan"].startswith("plan tiny")
+    kernels = [n for n in doc["nodes"] if n["generated_by"]]
+    assert kernels and {n["status"] for n in kernels} == {"missing"}
+    statuses = {n["id"]: n["status"] for n in doc["nodes"]}
+    assert statuses["trusted.cpu_path"] == "trusted-unreviewed" and statuses["trusted.gpu_execution"] == "not-applicable"
+
+
+def test_without_any_deployment_status_exits_2(empty_store, tmp_path, case_file, monkeypatch):
+    import assurance.scope
+
+    monkeypatch.setattr(assurance.scope, "engine_deployment", lambda: None)
     path = tmp_path / "e.db"
     shutil.copyfile(empty_store, path)
     result = invoke("status", "--db", path, "--case", case_file)

@@ -82,5 +82,6 @@ def test_cpu_and_gpu_trusted_items_follow_the_device():
                               deployment_fields=fields, today=TODAY, now=NOW)
         return {n for n in STUDY_TRUSTED if evaluation.node(n).status != "not-applicable"}
 
-    assert applies({"device": "cpu"}) == STUDY_TRUSTED - {"trusted.gpu_execution", "trusted.cuda_graph_replay"}
-    assert applies({"device": "cuda:0"}) == STUDY_TRUSTED - {"trusted.cpu_path"}
+    cpu, gpu = {"accelerator": {"device_type": "cpu"}}, {"accelerator": {"device_type": "cuda", "name": "H200"}}
+    assert applies(cpu) == STUDY_TRUSTED - {"trusted.gpu_execution", "trusted.cuda_graph_replay"}
+    assert applies(gpu) == STUDY_TRUSTED - {"trusted.cpu_path"}

@@ -172,3 +172,15 @@ def test_r11_evidence_a_reviewer_rejected_does_not_count(mini_case):
     reconsidered = [review(proof.item_id, proof.content_digest, "reject", seq=1),
                     review(proof.item_id, proof.content_digest, "accept", seq=2)]
     assert run(mini_case, [proof], reviews=reconsidered).node(MM).status == "verified"
+
+
+def test_r12_a_partial_suite_run_does_not_discharge(mini_case):
+    def unit(name, run="r1", status="pass"):
+        return ev("suite.batch", status, category="test_result", item=f"{run}.{name}",
+                  details={"run_key": run, "unit": name, "suite_units": ["u1", "u2"]})
+
+    partial = run(mini_case, [unit("u1")]).node("suite.batch")
+    assert partial.status == "missing" and any("run r1 is partial: 1 of 2" in why for why in partial.reasons)
+    assert run(mini_case, [unit("u1"), unit("u2")]).node("suite.batch").status == "tested"
+    other_run_complete = [unit("u1"), unit("u1", "r2"), unit("u2", "r2")]
+    assert run(mini_case, other_run_complete).node("suite.batch").evidence_ids == ("r2.u1", "r2.u2")
