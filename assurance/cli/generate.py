@@ -1,9 +1,108 @@
-"""`bitcase` commands of this group (being built)."""
+"""`bitcase generate`: run requests (token ids in, token ids out) through the deterministic engine."""
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
 import typer
+
+from assurance.cli._common import JsonOption, err_console, fail
+
+
+def generate(
+    model: Annotated[Path, typer.Option("--model", help="Checkpoint directory (config.json + *.safetensors).")],
+    prompt_ids: Annotated[Optional[str], typer.Option(
+        "--prompt-ids", help="One prompt as comma-separated token ids, e.g. 1,2,3.")] = None,
+    prompts_file: Annotated[Optional[Path], typer.Option(
+        "--prompts-file", help="One prompt per line: comma-separated token ids, or a JSON object with "
+                               "token_ids and any sampling field.")] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Tokens to produce per request.")] = 16,
+    temperature: Annotated[float, typer.Option("--temperature", help="0 is greedy.")] = 0.0,
+    top_k: Annotated[int, typer.Option("--top-k", help="Keep the k most likely tokens (0: all).")] = 0,
+    top_p: Annotated[float, typer.Option("--top-p", help="Keep the smallest set with this mass (1: all).")] = 1.0,
+    seed: Annotated[int, typer.Option("--seed", help="Sampler seed of every request.")] = 0,
+    ignore_eos: Annotated[bool, typer.Option("--ignore-eos", help="Do not stop at end-of-sequence ids.")] = False,
+    device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help="float32 or bfloat16 (default: checkpoint's).")] = None,
+    page_size: Annotated[int, typer.Option("--page-size", help="KV page size in positions.")] = 16,
+    num_pages: Annotated[int, typer.Option("--num-pages", help="KV pages in the pool.")] = 256,
+    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="Requests computed per step.")] = 16,
+    max_num_batched_tokens: Annotated[int, typer.Option(
+        "--max-num-batched-tokens", help="Rows computed per step (the chunked-prefill budget).")] = 512,
+    max_model_len: Annotated[int, typer.Option("--max-model-len", help="Longest request in positions.")] = 1024,
+    check_mode: Annotated[bool, typer.Option("--check-mode", help="Check the engine invariants after every step.")] = False,
+    expect_deployment: Annotated[Optional[str], typer.Option(
+        "--expect-deployment", help="Refuse to run unless the engine's D has this digest.")] = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Generate tokens for prompts given as token ids.
+
+    Prints one line per request in input order (index, produced token ids, finish reason), or with
+    --json a list of objects with token_ids, finish_reason, sampler_state and the logit-row digests.
+    The deployment configuration's digest goes to stderr.
+    """
+    from engine.requests_file import RequestsFileError, parse_token_ids, read_requests_file
+
+    if (prompt_ids is None) == (prompts_file is None):
+        fail("give exactly one of --prompt-ids or --prompts-file")
+    defaults: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "top_k": top_k,
+                                "top_p": top_p, "seed": seed, "ignore_eos": ignore_eos}
+    try:
+        if prompts_file is not None:
+            requests = read_requests_file(prompts_file, defaults)
+        else:
+            from engine.sampling_params import SamplingParams
+
+            requests = [(parse_token_ids(prompt_ids or ""), SamplingParams(**defaults))]
+    except RequestsFileError as exc:
+        fail(str(exc))
+    except ValueError as exc:
+        fail(f"--prompt-ids or sampling options: {exc}")
+
+    from engine.config import EngineConfig
+    from engine.deployment import DeploymentMismatch
+    from engine.llm_engine import BadRequestError, LLMEngine
+    from engine.model_config import ModelConfigError
+
+    try:
+        config = EngineConfig(page_size=page_size, num_pages=num_pages, max_num_seqs=max_num_seqs,
+                              max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
+                              check_mode=check_mode, device=device, dtype=dtype, keep_logit_rows=False)
+    except ValueError as exc:
+        fail(f"engine options: {exc}")
+    try:
+        engine = LLMEngine(model, config, expected_deployment=expect_deployment)
+    except ModelConfigError as exc:
+        fail(str(exc), hint="create a checkpoint with `bitcase model make --preset tiny DIR`")
+    except DeploymentMismatch as exc:
+        fail(str(exc))
+    except ValueError as exc:
+        fail(f"engine options: {exc}")
+    err_console.print(f"deployment {engine.deployment.digest}", highlight=False, soft_wrap=True)
+    for i, (token_ids, params) in enumerate(requests):
+        try:
+            engine.validate(token_ids, params)
+        except BadRequestError as exc:
+            where = f"{prompts_file} request {i + 1}" if prompts_file else "--prompt-ids"
+            fail(f"{where}: {exc}")
+    ids = [engine.add_request(token_ids, params) for token_ids, params in requests]
+    started = time.perf_counter()
+    with err_console.status("generating", spinner="dots"):
+        outputs = {o.request_id: o for o in engine.run()}
+    results = [outputs[i] for i in ids]
+    num_tokens = sum(len(o.token_ids) for o in results)
+    err_console.print(f"{len(results)} request(s), {num_tokens} token(s) in {engine.num_steps} step(s), "
+                      f"{time.perf_counter() - started:.2f} s", highlight=False, soft_wrap=True)
+    if json_out:
+        typer.echo(json.dumps([{"index": n, **o.to_dict()} for n, o in enumerate(results)], indent=2))
+        return
+    for n, o in enumerate(results):
+        typer.echo(f"{n}\t{','.join(map(str, o.token_ids))}\t{o.finish_reason}")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the main app."""
+    """Add the `generate` command to the main app."""
+    app.command("generate")(generate)

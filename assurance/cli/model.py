@@ -1,9 +1,85 @@
-"""`bitcase` commands of this group (being built)."""
+"""`bitcase model ...`: write random-initialised checkpoints of the preset shapes and describe checkpoints."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
 import typer
+
+from assurance.cli._common import JsonOption, err_console, fail
+
+model_app = typer.Typer(help="Make and inspect Hugging Face-format model checkpoints.", no_args_is_help=True)
+
+ModelDir = Annotated[Path, typer.Argument(help="Checkpoint directory (config.json + *.safetensors).")]
+
+
+@model_app.command("make")
+def make(
+    out_dir: ModelDir,
+    preset: Annotated[str, typer.Option("--preset", help="Shape: tiny, small (Qwen2-style) or llama-1b.")] = "tiny",
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the random weights.")] = 0,
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help="float32 or bfloat16 (default: the preset's).")] = None,
+    max_shard_mb: Annotated[Optional[int], typer.Option(
+        "--max-shard-mb", min=1, help="Split the weights into shards of at most this size, with an index.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite a directory that already holds a checkpoint.")] = False,
+) -> None:
+    """Write a random-initialised checkpoint with real Hugging Face tensor names, shapes and config.json.
+
+    The same preset, seed and dtype always write the same bytes. Prints the directory and the
+    weights digest.
+    """
+    from kernels.shapes import PRESETS
+
+    if preset not in PRESETS:
+        fail(f"unknown preset {preset!r}", hint=f"choose one of: {', '.join(sorted(PRESETS))}")
+    if dtype not in (None, "float32", "bfloat16"):
+        fail(f"--dtype {dtype!r} is not float32 or bfloat16")
+    if (out_dir / "config.json").exists() and not force:
+        fail(f"{out_dir} already holds a checkpoint", hint="pass --force to overwrite it")
+    if out_dir.exists() and not out_dir.is_dir():
+        fail(f"{out_dir} exists and is not a directory")
+    from engine.checkpoint import DEFAULT_MAX_SHARD_BYTES, make_checkpoint
+    from engine.loader import read_checkpoint, weights_digest
+    from engine.model_config import read_model_spec
+
+    err_console.print(f"writing {preset} checkpoint (seed {seed}) to {out_dir}", highlight=False)
+    shard_bytes = DEFAULT_MAX_SHARD_BYTES if max_shard_mb is None else max_shard_mb * 1024 * 1024
+    try:
+        make_checkpoint(preset, out_dir, seed=seed, dtype=dtype, max_shard_bytes=shard_bytes)
+    except OSError as exc:
+        fail(f"cannot write {out_dir}: {exc}")
+    digest = weights_digest(read_checkpoint(out_dir, read_model_spec(out_dir)))
+    typer.echo(f"{out_dir}\t{digest}")
+
+
+@model_app.command("info")
+def info(model_dir: ModelDir, json_out: JsonOption = False) -> None:
+    """Describe a checkpoint: architecture, shape, dtype, RoPE scaling and the weights digest."""
+    from engine.loader import read_checkpoint, weights_digest
+    from engine.model_config import ModelConfigError, read_model_spec
+
+    try:
+        spec = read_model_spec(model_dir)
+        digest = weights_digest(read_checkpoint(model_dir, spec))
+    except ModelConfigError as exc:
+        fail(str(exc), hint="point to a directory written by `bitcase model make` or a Hugging Face export")
+    data = {"model_dir": str(model_dir), "architecture": spec.architecture, "hidden_size": spec.hidden_size,
+            "num_layers": spec.num_layers, "num_heads": spec.num_heads, "num_kv_heads": spec.num_kv_heads,
+            "head_dim": spec.head_dim, "intermediate_size": spec.intermediate_size,
+            "vocab_size": spec.vocab_size, "has_qkv_bias": spec.has_qkv_bias,
+            "tie_word_embeddings": spec.tie_word_embeddings, "rope_theta": spec.rope_theta,
+            "rope_scaling": spec.rope_scaling_dict, "max_position_embeddings": spec.max_position_embeddings,
+            "checkpoint_dtype": spec.checkpoint_dtype, "eos_token_ids": list(spec.eos_token_ids),
+            "config_digest": spec.config_digest, "weights_digest": digest}
+    if json_out:
+        typer.echo(json.dumps(data, indent=2))
+        return
+    for key, value in data.items():
+        typer.echo(f"{key}\t{value}")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the main app."""
+    """Add the `model` group to the main app."""
+    app.add_typer(model_app, name="model")

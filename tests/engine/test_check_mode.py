@@ -1,0 +1,133 @@
+"""Check mode: the four invariants hold on real runs and each one stops the engine when broken."""
+
+import pytest
+
+from engine.checks import (InvariantViolation, KernelConfigViolation, KVValueViolation, LayoutViolation,
+                           WriteIsolationViolation)
+from engine.config import EngineConfig
+from engine.llm_engine import LLMEngine
+from engine.sampling_params import SamplingParams
+from kernels.launch import LaunchRecord
+from tests.engine.conftest import SMALL_ENGINE
+
+P = SMALL_ENGINE["page_size"]
+PARAMS = SamplingParams(max_tokens=5, ignore_eos=True)
+DONOR = [9, 8, 7, 6, 5, 4, 3, 2, 1, 10, 11]
+
+
+def checked_engine(tiny_dir, **overrides) -> LLMEngine:
+    config = {**SMALL_ENGINE, "check_mode": True, "check_kv_pages_per_step": 64, **overrides}
+    return LLMEngine(tiny_dir, EngineConfig(**config))
+
+
+def engine_with_cached_donor(tiny_dir) -> LLMEngine:
+    engine = checked_engine(tiny_dir)
+    engine.add_request(DONOR, PARAMS)
+    engine.run()
+    assert engine.block_manager.num_cached_pages > 0
+    return engine
+
+
+def test_invariants_hold_through_reuse_chunking_and_preemption(tiny_dir):
+    engine = checked_engine(tiny_dir, num_pages=16, max_num_batched_tokens=2 * P, check_kv_pages_per_step=3)
+    prompts = [DONOR, DONOR[:9] + [1, 2], [4] * 14, DONOR, [3, 1, 4, 1, 5]]
+    for prompt in prompts:
+        engine.add_request(prompt, SamplingParams(max_tokens=8, ignore_eos=True))
+    preempted = 0
+    while engine.has_unfinished():
+        preempted += len(engine.step().preempted)
+    assert preempted > 0
+    assert engine.block_manager.num_available_pages == 16
+
+
+def test_a_corrupted_cached_page_breaks_kv_value_consistency(tiny_dir):
+    engine = engine_with_cached_donor(tiny_dir)
+    pid = next(p.page_id for p in engine.block_manager.pages if p.has_provenance)
+    engine.runner.kv.k[0, pid, 1, 0, 0] += 1.0
+    engine.add_request([1, 2, 3], PARAMS)
+    with pytest.raises(KVValueViolation, match="KV-value consistency"):
+        engine.step()
+    with pytest.raises(RuntimeError, match="stopped after an earlier failure"):
+        engine.step()
+
+
+def test_a_write_into_a_published_page_breaks_write_isolation(tiny_dir, monkeypatch):
+    engine = engine_with_cached_donor(tiny_dir)
+    pid = next(p.page_id for p in engine.block_manager.pages if p.has_provenance)
+    real_execute = engine.runner.execute
+
+    def execute_and_scribble(chunks):
+        logits = real_execute(chunks)
+        engine.runner.kv.v[1, pid, 0, 0, 0] += 1.0
+        return logits
+
+    monkeypatch.setattr(engine.runner, "execute", execute_and_scribble)
+    engine.add_request([1, 2, 3], PARAMS)
+    with pytest.raises(WriteIsolationViolation, match=f"page {pid}"):
+        engine.step()
+
+
+def test_a_chunk_targeting_a_shared_page_is_refused_before_the_forward(tiny_dir, monkeypatch):
+    engine = engine_with_cached_donor(tiny_dir)
+    real_schedule = engine.scheduler.schedule
+
+    def schedule_over_the_cached_prefix():
+        plan = real_schedule()
+        seq = plan.chunks[0].seq
+        assert seq.num_cached_tokens > 0
+        seq.num_computed_tokens = seq.num_cached_tokens = 0  # as if the hit were recomputed in place
+        chunk = plan.chunks[0]
+        return type(plan)((type(chunk)(seq, 0, chunk.end, chunk.is_sampled),), plan.admitted, plan.preempted, 0)
+
+    monkeypatch.setattr(engine.scheduler, "schedule", schedule_over_the_cached_prefix)
+    engine.add_request(DONOR, PARAMS)
+    with pytest.raises(WriteIsolationViolation, match="published True"):
+        engine.step()
+
+
+def test_a_launch_outside_the_sealed_plan_breaks_kernel_configuration(tiny_dir, monkeypatch):
+    engine = checked_engine(tiny_dir)
+    real_execute = engine.runner.execute
+
+    def execute_with_an_unsealed_launch(chunks):
+        logits = real_execute(chunks)
+        record = engine.runner.last_launches[0]
+        engine.runner.last_launches[0] = LaunchRecord(record.kernel, record.key, {**record.config, "num_warps": 16})
+        return logits
+
+    monkeypatch.setattr(engine.runner, "execute", execute_with_an_unsealed_launch)
+    engine.add_request([1, 2, 3], PARAMS)
+    with pytest.raises(KernelConfigViolation, match="kernel configuration consistency"):
+        engine.step()
+
+
+def test_a_missing_launch_breaks_kernel_configuration(tiny_dir, monkeypatch):
+    engine = checked_engine(tiny_dir)
+    real_execute = engine.runner.execute
+
+    def execute_dropping_attention(chunks):
+        logits = real_execute(chunks)
+        engine.runner.last_launches[:] = [r for r in engine.runner.last_launches if r.kernel != "paged_attention"]
+        return logits
+
+    monkeypatch.setattr(engine.runner, "execute", execute_dropping_attention)
+    engine.add_request([1, 2, 3], PARAMS)
+    with pytest.raises(KernelConfigViolation, match="launch counts"):
+        engine.step()
+
+
+def test_a_wrong_reference_count_breaks_layout_consistency(tiny_dir):
+    engine = engine_with_cached_donor(tiny_dir)
+    engine.add_request([1, 2, 3, 4, 5, 6], PARAMS)
+    engine.step()
+    running = engine.scheduler.running[0]
+    engine.block_manager.pages[running.page_table[0]].ref_count += 1
+    with pytest.raises(LayoutViolation, match="ref_count"):
+        engine.step()
+
+
+def test_violations_share_one_base_type():
+    for kind in (LayoutViolation, KVValueViolation, WriteIsolationViolation, KernelConfigViolation):
+        assert issubclass(kind, InvariantViolation)
+    assert len({k.invariant for k in (LayoutViolation, KVValueViolation, WriteIsolationViolation,
+                                      KernelConfigViolation)}) == 4
