@@ -15,10 +15,8 @@ __all__ = ["SuiteContext", "base_overrides"]
 
 
 def base_overrides(scale: ScaleSpec, device: str) -> dict[str, Any]:
-    """EngineConfig fields every candidate and reference of ``scale`` starts from."""
-    return {"page_size": scale.page_size, "num_pages": scale.num_pages, "max_num_seqs": scale.max_num_seqs,
-            "max_num_batched_tokens": scale.max_num_batched_tokens, "max_model_len": scale.max_model_len,
-            "device": device}
+    """EngineConfig fields every candidate and reference of ``scale`` starts from: D's, on ``device``."""
+    return {**dict(scale.deployment), "device": device}
 
 
 @dataclass(slots=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.config import EngineConfig
+
 __all__ = ["ScaleSpec", "SCALES", "scale_spec"]
 
 
@@ -21,12 +23,9 @@ class ScaleSpec:
     """Every length, budget and limit of one scale."""
 
     name: str
-    page_size: int
-    # Base engine limits for candidate runs (the deployment's scheduling limits).
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    max_model_len: int
-    num_pages: int
+    # EngineConfig fields of the deployment D the scale runs under (the rest are EngineConfig
+    # defaults); every candidate starts from them and a suite varies only what it tests.
+    deployment: tuple[tuple[str, object], ...]
     # batch/order suite
     batch_prompt_lengths: tuple[int, ...]
     batch_max_tokens: int
@@ -56,6 +55,7 @@ class ScaleSpec:
     fidelity_prompt_lengths: tuple[int, ...]
 
     def __post_init__(self) -> None:
+        config = self.engine_config()
         expect = {"batch_prompt_lengths": 32, "chunk_budgets": 5, "chunk_prompt_lengths": 18,
                   "pd_prompt_lengths": 3, "prefix_donor_lengths": 10, "prefix_full_hit_lengths": 2,
                   "schedule_prompt_lengths": 8, "schedule_arrival_steps": 8, "fidelity_prompt_lengths": 6}
@@ -69,29 +69,36 @@ class ScaleSpec:
         if min(self.chunk_prompt_lengths) <= max(self.chunk_budgets):
             raise ValueError(f"scale {self.name}: every chunk prompt must exceed every budget so each "
                              "of the 90 comparisons is witnessed as chunked")
-        if any(b % self.page_size for b in self.chunk_budgets):
+        if any(b % config.page_size for b in self.chunk_budgets):
             raise ValueError(f"scale {self.name}: chunk budgets must be page multiples")
-        if any(d < self.page_size for d in self.prefix_donor_lengths):
+        if any(d < config.page_size for d in self.prefix_donor_lengths):
             raise ValueError(f"scale {self.name}: a donor shorter than a page can publish no page")
         longest = max(max(self.batch_prompt_lengths) + self.batch_max_tokens,
                       max(self.chunk_prompt_lengths) + self.chunk_max_tokens,
                       max(self.pd_prompt_lengths) + self.pd_positions,
                       max(self.schedule_prompt_lengths) + self.schedule_max_tokens)
-        if longest > self.max_model_len:
-            raise ValueError(f"scale {self.name}: max_model_len {self.max_model_len} < longest request {longest}")
+        if longest > config.max_model_len:
+            raise ValueError(f"scale {self.name}: max_model_len {config.max_model_len} < longest request {longest}")
         if max(self.schedule_prompt_lengths) + self.schedule_max_tokens > self.schedule_small_pool_max_model_len:
             raise ValueError(f"scale {self.name}: the small-pool max_model_len cannot hold a schedule request")
 
+    def engine_config(self, **overrides: object) -> EngineConfig:
+        """D's engine configuration at this scale, with ``overrides``."""
+        return EngineConfig.from_kwargs(**{**dict(self.deployment), **overrides})
+
     @property
-    def min_model_positions(self) -> int:
-        """Positions the checkpoint must support (``max_position_embeddings``) to run this scale."""
-        return self.max_model_len
+    def page_size(self) -> int:
+        return self.engine_config().page_size
+
+    @property
+    def max_model_len(self) -> int:
+        """Positions the deployment serves (the checkpoint must support at least as many)."""
+        return self.engine_config().max_model_len
 
 
 SCALES: dict[str, ScaleSpec] = {
     "ci": ScaleSpec(
-        name="ci", page_size=16,
-        max_num_seqs=8, max_num_batched_tokens=128, max_model_len=320, num_pages=256,
+        name="ci", deployment=(),  # EngineConfig defaults: the D `bitcase assure` evaluates on CPU
         batch_prompt_lengths=(1, 2) + _around(tuple(16 * k for k in range(1, 11))),
         batch_max_tokens=4,
         chunk_budgets=(16, 32, 48, 64, 80),
@@ -110,8 +117,9 @@ SCALES: dict[str, ScaleSpec] = {
         fidelity_prompt_lengths=(1, 16, 17, 33, 64, 100),
     ),
     "full": ScaleSpec(
-        name="full", page_size=16,
-        max_num_seqs=16, max_num_batched_tokens=2048, max_model_len=8448, num_pages=8192,
+        name="full",
+        deployment=(("max_model_len", 8448), ("max_num_batched_tokens", 2048), ("max_num_seqs", 16),
+                    ("num_pages", 8192)),
         batch_prompt_lengths=(1, 2, 15, 16, 17) + _around(tuple(2 ** k for k in range(5, 14))),
         batch_max_tokens=16,
         chunk_budgets=(64, 128, 256, 512, 1024),

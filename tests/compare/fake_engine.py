@@ -7,6 +7,7 @@ rows are a pure function of the history, so it is deterministic unless a fault i
 * ``BITCASE_FAKE_FAULT="batch:<size>:<position>:<element>"`` adds 1e-3 to one element of one row
   of every request that ran in a batch of at least ``size`` requests;
 * ``BITCASE_FAKE_WITNESS_OFF=<name>`` suppresses a witness (``chunking``, ``cache``, ``eviction``);
+* ``BITCASE_FAKE_PERTURBATION_OFF=1`` makes it ignore the perturbation;
 * perturbation ``"batch-keyed-linear"`` perturbs every row by an amount keyed on the batch size,
   the number of prefill chunks and whether the row came from a decode step.
 
@@ -55,7 +56,8 @@ class FakeHandle:
         self.caching = bool(self.config.get("enable_prefix_caching", True))
         self.num_pages = int(self.config.get("num_pages", 256))
         self.max_num_seqs = int(self.config.get("max_num_seqs", 8))
-        self.perturbation = perturbation
+        # BITCASE_FAKE_PERTURBATION_OFF=1: the engine ignores the perturbation (a control without power)
+        self.perturbation = None if os.environ.get("BITCASE_FAKE_PERTURBATION_OFF") else perturbation
         self.published: list[tuple[int, ...]] = []
         fault = os.environ.get("BITCASE_FAKE_FAULT", "")
         self.fault = tuple(int(x) for x in fault.split(":")[1:]) if fault.startswith("batch:") else None
