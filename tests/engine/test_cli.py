@@ -1,0 +1,104 @@
+"""`bitcase model` and `bitcase generate`: output on stdout, diagnostics on stderr, exit codes 0 and 2."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from assurance.cli.main import app
+from engine.llm_engine import LLM
+from engine.sampling_params import SamplingParams
+
+runner = CliRunner()
+ENGINE_ARGS = ["--page-size", "4", "--num-pages", "32", "--max-model-len", "64"]
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def err(result) -> str:
+    """stderr with the console's line wrapping undone."""
+    return " ".join(result.stderr.split())
+
+
+def test_model_make_writes_a_deterministic_checkpoint(tmp_path, tiny_dir):
+    result = invoke("model", "make", tmp_path / "m", "--preset", "tiny", "--seed", "0")
+    assert result.exit_code == 0, result.output
+    path, digest = result.stdout.strip().split("\t")
+    info = json.loads(invoke("model", "info", tiny_dir, "--json").stdout)
+    assert digest == info["weights_digest"] and info["architecture"] == "LlamaForCausalLM"
+    again = invoke("model", "make", tmp_path / "m", "--preset", "tiny")
+    assert again.exit_code == 2 and "--force" in again.stderr
+    forced = invoke("model", "make", tmp_path / "m", "--preset", "tiny", "--seed", "3", "--force")
+    assert forced.exit_code == 0 and forced.stdout.split("\t")[1] != digest
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--preset", "huge"], "unknown preset"), (["--dtype", "float16"], "float16"),
+])
+def test_model_make_refuses_bad_options(tmp_path, args, message):
+    result = invoke("model", "make", tmp_path / "m", *args)
+    assert result.exit_code == 2 and message in err(result)
+
+
+def test_model_info_of_a_missing_checkpoint(tmp_path):
+    result = invoke("model", "info", tmp_path)
+    assert result.exit_code == 2 and "no config.json" in err(result)
+
+
+def test_generate_prints_the_engines_tokens(tiny_dir):
+    result = invoke("generate", "--model", tiny_dir, "--prompt-ids", "1,2,3", "--max-tokens", "4", "--ignore-eos",
+                    *ENGINE_ARGS)
+    assert result.exit_code == 0, result.output
+    expected = LLM(tiny_dir, page_size=4, num_pages=32, max_model_len=64).generate(
+        [[1, 2, 3]], SamplingParams(max_tokens=4, ignore_eos=True))[0]
+    assert result.stdout == f"0\t{','.join(map(str, expected.token_ids))}\tlength\n"
+    assert "deployment sha256:" in err(result)
+
+
+def test_generate_reads_a_prompts_file_and_prints_json_in_input_order(tmp_path, tiny_dir):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text('5,6,7,8,9\n\n{"token_ids": [1, 2], "temperature": 0.8, "seed": 9, "max_tokens": 2}\n3\n')
+    result = invoke("generate", "--model", tiny_dir, "--prompts-file", prompts, "--max-tokens", "3",
+                    "--ignore-eos", "--json", *ENGINE_ARGS)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [d["index"] for d in data] == [0, 1, 2]
+    assert [d["prompt_token_ids"] for d in data] == [[5, 6, 7, 8, 9], [1, 2], [3]]
+    assert [len(d["token_ids"]) for d in data] == [3, 2, 3]
+    assert data[1]["sampler_state"] == {"seed": 9, "counter": 2}
+
+
+@pytest.mark.parametrize("content, message", [
+    ("1,2,x\n", "line 1: 'x' is not an integer"),
+    ('1,2\n{"token_ids": [1], "temprature": 1}\n', "line 2: unknown field(s) temprature"),
+    ('{"token_ids": [1], "top_p": 2}\n', "line 1: top_p must be in (0, 1]"),
+    ("{not json\n", "line 1: not valid JSON"),
+    ("1,2\n300\n", "request 2: prompt token 0 is 300"),
+    ("\n", "no requests"),
+])
+def test_generate_names_the_bad_line(tmp_path, tiny_dir, content, message):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text(content)
+    result = invoke("generate", "--model", tiny_dir, "--prompts-file", prompts, *ENGINE_ARGS)
+    assert result.exit_code == 2 and message in err(result), result.stderr
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "exactly one of --prompt-ids or --prompts-file"),
+    (["--prompt-ids", ""], "no token ids"),
+    (["--prompt-ids", "1", "--max-tokens", "100"], "needs 101 positions"),
+    (["--prompt-ids", "1", "--temperature", "-1"], "temperature"),
+    (["--prompt-ids", "1", "--page-size", "0"], "page_size"),
+    (["--prompt-ids", "1", "--expect-deployment", "sha256:00"], "refusing to serve"),
+])
+def test_generate_refuses_bad_input(tiny_dir, args, message):
+    result = invoke("generate", "--model", tiny_dir, *ENGINE_ARGS, *args)
+    assert result.exit_code == 2 and message in err(result), result.stderr
+
+
+def test_generate_without_a_checkpoint(tmp_path):
+    result = invoke("generate", "--model", tmp_path, "--prompt-ids", "1")
+    assert result.exit_code == 2 and "bitcase model make" in err(result)
