@@ -1,0 +1,205 @@
+"""Launch configurations, chosen only from static shapes.
+
+Every function here takes static shape values (hidden size, head counts, head dim, vocabulary,
+page size, the (N, K) of a weight, dtypes) and nothing else: no batch size, token count or KV
+length can reach a configuration, so a request's kernels run the same code whatever it is
+batched with. The plan (kernels/plan.py) and the launch wrappers (kernels/ops.py) call the
+same functions, and a launch is refused unless its configuration is in the active plan.
+
+Torch- and Triton-free so the plan, the verifier and the case loader can import it anywhere.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+__all__ = [
+    "DTYPES",
+    "KERNELS",
+    "LaunchConfig",
+    "embedding_config",
+    "rms_norm_config",
+    "matmul_config",
+    "rope_config",
+    "silu_mul_config",
+    "store_kv_config",
+    "paged_attention_config",
+]
+
+DTYPES = ("float32", "bfloat16")
+KERNELS = ("embedding", "rms_norm", "matmul", "rope", "silu_mul", "store_kv", "paged_attention")
+_KEY_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")  # no ':' or spaces: safe as a DOT id
+
+# bf16 matmul: at least this many column tiles, so a decode launch (M <= BLOCK_M) spreads a
+# weight over two waves of a 132-SM GPU. Depends on N only, never on M.
+MIN_COLUMN_PROGRAMS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchConfig:
+    """One kernel specialisation: its constexprs, launch options and the static shape behind them."""
+
+    kernel: str
+    key: str
+    constexprs: tuple[tuple[str, Any], ...]  # sorted by name; dtype-valued ones spelled "float32"/"bfloat16"
+    num_warps: int
+    num_stages: int
+    static: tuple[tuple[str, Any], ...]  # sorted by name; the shape values the choice was made from
+
+    def __post_init__(self) -> None:
+        if self.kernel not in KERNELS:
+            raise ValueError(f"unknown kernel {self.kernel!r}; known kernels: {', '.join(KERNELS)}")
+        if not _KEY_RE.match(self.key) or not self.key.startswith(self.kernel + "."):
+            raise ValueError(f"key {self.key!r} must look like '{self.kernel}.<lowercase_words>'")
+        for name, pairs in (("constexprs", self.constexprs), ("static", self.static)):
+            names = [n for n, _ in pairs]
+            if names != sorted(set(names)):
+                raise ValueError(f"{self.key}: {name} names must be unique and sorted, got {names}")
+        if self.num_warps not in (1, 2, 4, 8, 16) or self.num_stages < 1:
+            raise ValueError(f"{self.key}: bad launch options num_warps={self.num_warps} "
+                             f"num_stages={self.num_stages}")
+
+    def constexpr_dict(self) -> dict[str, Any]:
+        """The constexprs as a dict (the kernel's keyword arguments)."""
+        return dict(self.constexprs)
+
+    def static_dict(self) -> dict[str, Any]:
+        """The static shape values as a dict."""
+        return dict(self.static)
+
+    def launch_options(self) -> dict[str, Any]:
+        """Constexprs plus num_warps/num_stages: everything that selects the compiled variant."""
+        return {**self.constexpr_dict(), "num_warps": self.num_warps, "num_stages": self.num_stages}
+
+
+def _make(kernel: str, key_suffix: str, constexprs: Mapping[str, Any], num_warps: int, num_stages: int,
+          static: Mapping[str, Any]) -> LaunchConfig:
+    return LaunchConfig(kernel=kernel, key=f"{kernel}.{key_suffix}",
+                        constexprs=tuple(sorted(constexprs.items())), num_warps=num_warps,
+                        num_stages=num_stages, static=tuple(sorted(static.items())))
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def _as_float32(value: float) -> float:
+    """Round to float32: float constexprs are used at fp32, so 1/sqrt(d) and d**-0.5 agree."""
+    return struct.unpack("f", struct.pack("f", float(value)))[0]
+
+
+def _check_dtype(dtype: str) -> None:
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {DTYPES}")
+
+
+def _check_positive(**values: int) -> None:
+    for name, value in values.items():
+        if not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def _row_warps(block: int, max_warps: int) -> int:
+    """Warps for a one-row-per-program kernel: about 256 elements per warp."""
+    return max(1, min(max_warps, block // 256))
+
+
+def embedding_config(*, vocab_size: int, hidden_size: int, dtype: str) -> LaunchConfig:
+    """Embedding gather: one program per token, the whole row in one block."""
+    _check_positive(vocab_size=vocab_size, hidden_size=hidden_size)
+    _check_dtype(dtype)
+    block = _next_pow2(hidden_size)
+    return _make("embedding", f"v{vocab_size}_h{hidden_size}", {"H": hidden_size, "BLOCK_H": block},
+                 _row_warps(block, 8), 1, {"vocab_size": vocab_size, "hidden_size": hidden_size, "dtype": dtype})
+
+
+def rms_norm_config(*, hidden_size: int, eps: float, has_residual: bool, dtype: str) -> LaunchConfig:
+    """RMSNorm (optionally fused residual add): one program per token, one block per row."""
+    _check_positive(hidden_size=hidden_size)
+    _check_dtype(dtype)
+    if not eps > 0:
+        raise ValueError(f"eps must be positive, got {eps!r}")
+    block = _next_pow2(hidden_size)
+    suffix = f"h{hidden_size}" + ("_residual" if has_residual else "")
+    return _make("rms_norm", suffix,
+                 {"H": hidden_size, "BLOCK_H": block, "EPS": _as_float32(eps),
+                  "HAS_RESIDUAL": bool(has_residual), "DTYPE": dtype},
+                 _row_warps(block, 16), 1, {"hidden_size": hidden_size, "dtype": dtype})
+
+
+def matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str) -> LaunchConfig:
+    """``out[M, N] = x[M, K] @ weight[N, K].T (+ bias)``: tile sizes from (N, K, dtype) only.
+
+    bf16 uses tensor cores with BLOCK_M = 64 (a Hopper warpgroup MMA) and the widest BLOCK_N
+    that still gives MIN_COLUMN_PROGRAMS column tiles, so decode (one row tile) streams the
+    weight at full width. fp32 uses IEEE-precision dots (no TF32) on a fixed small tile.
+    """
+    _check_positive(n=n, k=k)
+    _check_dtype(dtype)
+    _check_dtype(out_dtype)
+    if dtype == "float32":
+        block_m, block_n, block_k, warps, stages = 32, 32, 64, 4, 2
+    else:
+        block_n = next((b for b in (128, 64, 32) if -(-n // b) >= MIN_COLUMN_PROGRAMS), 16)
+        block_m, block_k, warps, stages = 64, (64 if block_n == 128 else 128), 4, 4
+    suffix = f"n{n}_k{k}" + ("_bias" if has_bias else "") + ("" if out_dtype == dtype else "_out_" + out_dtype)
+    return _make("matmul", suffix,
+                 {"N": n, "K": k, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
+                  "HAS_BIAS": bool(has_bias), "OUT_DTYPE": out_dtype},
+                 warps, stages, {"n": n, "k": k, "dtype": dtype, "out_dtype": out_dtype})
+
+
+def rope_config(*, head_dim: int, dtype: str) -> LaunchConfig:
+    """Rotary embedding (rotate-half): one program per (token, head)."""
+    _check_positive(head_dim=head_dim)
+    _check_dtype(dtype)
+    if not _is_pow2(head_dim) or head_dim < 2:
+        raise ValueError(f"rope needs a power-of-two head_dim >= 2, got {head_dim}")
+    return _make("rope", f"d{head_dim}", {"HALF": head_dim // 2, "DTYPE": dtype}, 1, 1,
+                 {"head_dim": head_dim, "dtype": dtype})
+
+
+def silu_mul_config(*, intermediate_size: int, dtype: str) -> LaunchConfig:
+    """``silu(gate) * up``: one program per (token, column block)."""
+    _check_positive(intermediate_size=intermediate_size)
+    _check_dtype(dtype)
+    block = min(_next_pow2(intermediate_size), 1024)
+    return _make("silu_mul", f"i{intermediate_size}", {"I": intermediate_size, "BLOCK_I": block, "DTYPE": dtype},
+                 4, 1, {"intermediate_size": intermediate_size, "dtype": dtype})
+
+
+def store_kv_config(*, num_kv_heads: int, head_dim: int, page_size: int, dtype: str) -> LaunchConfig:
+    """KV-cache write: one program per (token, KV head) copies one K and one V row to its slot."""
+    _check_positive(num_kv_heads=num_kv_heads, head_dim=head_dim, page_size=page_size)
+    _check_dtype(dtype)
+    if not _is_pow2(head_dim):
+        raise ValueError(f"store_kv needs a power-of-two head_dim, got {head_dim}")
+    return _make("store_kv", f"hkv{num_kv_heads}_d{head_dim}_p{page_size}",
+                 {"D": head_dim, "PAGE_SIZE": page_size}, 1, 1,
+                 {"num_kv_heads": num_kv_heads, "head_dim": head_dim, "page_size": page_size, "dtype": dtype})
+
+
+def paged_attention_config(*, num_heads: int, num_kv_heads: int, head_dim: int, page_size: int,
+                           scale: float, dtype: str) -> LaunchConfig:
+    """Paged causal attention: one program per (query token, query head), KV tile = one page."""
+    _check_positive(num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, page_size=page_size)
+    _check_dtype(dtype)
+    if num_heads % num_kv_heads:
+        raise ValueError(f"num_heads {num_heads} is not a multiple of num_kv_heads {num_kv_heads}")
+    if not (_is_pow2(head_dim) and _is_pow2(page_size)):
+        raise ValueError(f"paged attention needs power-of-two head_dim and page_size, got {head_dim}, {page_size}")
+    if not scale > 0:
+        raise ValueError(f"scale must be positive, got {scale!r}")
+    warps = 4 if head_dim * page_size >= 1024 else 2
+    return _make("paged_attention", f"hq{num_heads}_hkv{num_kv_heads}_d{head_dim}_p{page_size}",
+                 {"GROUP": num_heads // num_kv_heads, "D": head_dim, "PAGE_SIZE": page_size,
+                  "SCALE": _as_float32(scale), "DTYPE": dtype},
+                 warps, 2, {"num_heads": num_heads, "num_kv_heads": num_kv_heads, "head_dim": head_dim,
+                            "page_size": page_size, "dtype": dtype})

@@ -1,0 +1,153 @@
+"""Public kernel API used by the engine: one function per op, dispatched on the tensor's device.
+
+Every op derives its launch configuration from static shapes only (kernels/configs.py), is
+admitted and recorded against the active sealed plan (kernels/launch.py), then runs the Triton
+kernel on CUDA or the CPU path (kernels/cpu_ops.py, kernels/cpu_attention.py) on CPU. Both
+paths check the same launch contract. Outputs are new tensors; activations and weights are
+float32 or bfloat16 with fp32 accumulation everywhere.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernels import configs, cpu_attention, cpu_ops, metadata
+from kernels.attention import launch_paged_attention
+from kernels.embedding import launch_embedding
+from kernels.launch import metadata_checks_enabled, require
+from kernels.matmul import launch_matmul
+from kernels.rmsnorm import launch_rms_norm
+from kernels.rope import launch_rope
+from kernels.silu_mul import launch_silu_mul
+from kernels.store_kv import launch_store_kv
+from kernels.tensors import dtype_name
+
+__all__ = ["embedding", "rms_norm", "linear", "rope", "silu_mul", "store_kv", "paged_attention", "logits"]
+
+
+def _on_cuda(*tensors: torch.Tensor) -> bool:
+    kinds = {t.device.type for t in tensors}
+    if kinds == {"cuda"}:
+        return True
+    if kinds == {"cpu"}:
+        return False
+    raise ValueError(f"tensors must all be on CUDA or all on CPU, got devices {sorted(kinds)}")
+
+
+def embedding(token_ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Rows of ``weight`` [V, H] for ``token_ids`` [T] int64 -> [T, H]."""
+    entry = require(configs.embedding_config(vocab_size=weight.shape[0], hidden_size=weight.shape[-1],
+                                             dtype=dtype_name(weight.dtype)))
+    if metadata_checks_enabled():
+        metadata.check_token_ids(token_ids, weight.shape[0])
+    out = torch.empty(token_ids.shape[0], weight.shape[-1], dtype=weight.dtype, device=weight.device)
+    if _on_cuda(token_ids, weight):
+        launch_embedding(token_ids, weight, out, entry)
+    else:
+        cpu_ops.embedding(token_ids, weight, out, entry)
+    return out
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
+             residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(out, residual_out)`` with ``residual_out = x (+ residual)``, ``out = rmsnorm(residual_out) * weight``."""
+    # x, residual, out, residual_out: [T, H]; weight: [H]
+    entry = require(configs.rms_norm_config(hidden_size=x.shape[-1], eps=eps, has_residual=residual is not None,
+                                            dtype=dtype_name(x.dtype)))
+    out, residual_out = torch.empty_like(x, memory_format=torch.contiguous_format), \
+        torch.empty_like(x, memory_format=torch.contiguous_format)
+    tensors = (x, weight) if residual is None else (x, weight, residual)
+    if _on_cuda(*tensors):
+        launch_rms_norm(x, residual, weight, out, residual_out, entry)
+    else:
+        cpu_ops.rms_norm(x, residual, weight, out, residual_out, entry)
+    return out, residual_out
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
+           out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``x`` [T, K] @ ``weight`` [N, K]^T (+ ``bias`` [N]) -> [T, N] in ``out_dtype`` (default x.dtype)."""
+    out_dtype = x.dtype if out_dtype is None else out_dtype
+    entry = require(configs.matmul_config(n=weight.shape[0], k=weight.shape[-1], dtype=dtype_name(weight.dtype),
+                                          has_bias=bias is not None, out_dtype=dtype_name(out_dtype)))
+    out = torch.empty(x.shape[0], weight.shape[0], dtype=out_dtype, device=x.device)
+    tensors = (x, weight) if bias is None else (x, weight, bias)
+    if _on_cuda(*tensors):
+        launch_matmul(x, weight, bias, out, entry)
+    else:
+        cpu_ops.matmul(x, weight, bias, out, entry)
+    return out
+
+
+def logits(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Float32 logits ``x`` [T, H] @ ``weight`` [V, H]^T -> [T, V]."""
+    return linear(x, weight, out_dtype=torch.float32)
+
+
+def rope(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor,
+         cos_sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotate ``q`` [T, Hq, D] and ``k`` [T, Hkv, D] by ``positions`` [T]; new contiguous tensors.
+
+    ``cos_sin`` [max_pos, D] float32 holds cos in its first D/2 columns and sin in its last D/2.
+    """
+    entry = require(configs.rope_config(head_dim=q.shape[-1], dtype=dtype_name(q.dtype)))
+    if metadata_checks_enabled():
+        metadata.check_positions(positions, cos_sin.shape[0])
+    q_out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    k_out = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+    if _on_cuda(q, k, positions, cos_sin):
+        launch_rope(q, positions, cos_sin, q_out, entry)
+        launch_rope(k, positions, cos_sin, k_out, entry)
+    else:
+        cpu_ops.rope(q, positions, cos_sin, q_out, entry)
+        cpu_ops.rope(k, positions, cos_sin, k_out, entry)
+    return q_out, k_out
+
+
+def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
+    """``silu(gate_up[:, :I]) * gate_up[:, I:]`` for ``gate_up`` [T, 2*I] -> [T, I]."""
+    width = gate_up.shape[-1] // 2
+    entry = require(configs.silu_mul_config(intermediate_size=width, dtype=dtype_name(gate_up.dtype)))
+    out = torch.empty(gate_up.shape[0], width, dtype=gate_up.dtype, device=gate_up.device)
+    if _on_cuda(gate_up):
+        launch_silu_mul(gate_up, out, entry)
+    else:
+        cpu_ops.silu_mul(gate_up, out, entry)
+    return out
+
+
+def store_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+             slot_mapping: torch.Tensor) -> None:
+    """Write ``k``/``v`` [T, Hkv, D] into the caches [num_pages, page_size, Hkv, D] at ``slot_mapping`` [T]."""
+    entry = require(configs.store_kv_config(num_kv_heads=k_cache.shape[2], head_dim=k_cache.shape[3],
+                                            page_size=k_cache.shape[1], dtype=dtype_name(k_cache.dtype)))
+    if metadata_checks_enabled():
+        metadata.check_slots(slot_mapping, k_cache.shape[0] * k_cache.shape[1])
+    if _on_cuda(k, v, k_cache, v_cache, slot_mapping):
+        launch_store_kv(k, v, k_cache, v_cache, slot_mapping, entry)
+    else:
+        cpu_ops.store_kv(k, v, k_cache, v_cache, slot_mapping, entry)
+
+
+def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
+                    query_start_loc: torch.Tensor, seq_lens: torch.Tensor, scale: float) -> torch.Tensor:
+    """Causal attention of ``q`` [T, Hq, D] over each request's paged KV -> [T, Hq, D].
+
+    Request b's queries are rows ``query_start_loc[b]:query_start_loc[b+1]``; ``seq_lens[b]``
+    counts its KV including this step's tokens (already stored); query i sits at position
+    ``seq_lens[b] - q_len_b + i`` and attends to keys 0..position, page by page in order.
+    """
+    num_tokens = q.shape[0]
+    entry = require(configs.paged_attention_config(
+        num_heads=q.shape[1], num_kv_heads=k_cache.shape[2], head_dim=q.shape[-1], page_size=k_cache.shape[1],
+        scale=scale, dtype=dtype_name(q.dtype)))
+    if metadata_checks_enabled():
+        metadata.check_attention_metadata(query_start_loc, seq_lens, block_table, num_tokens,
+                                          k_cache.shape[0], k_cache.shape[1])
+    seq_idx, positions = metadata.attention_token_metadata(query_start_loc, seq_lens, num_tokens)
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    if _on_cuda(q, k_cache, v_cache, block_table, query_start_loc, seq_lens):
+        launch_paged_attention(q, k_cache, v_cache, block_table, seq_idx, positions, out, entry)
+    else:
+        cpu_attention.paged_attention(q, k_cache, v_cache, block_table, seq_idx, positions, out, entry)
+    return out

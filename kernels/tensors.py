@@ -1,0 +1,48 @@
+"""Small tensor helpers shared by the launch wrappers and the CPU path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from kernels.plan import PlanEntry
+
+__all__ = ["MAX_INDEX", "dtype_name", "torch_dtype", "max_offset", "constexpr_kwargs"]
+
+# Kernels index with 32-bit integer arithmetic: every element offset a launch can form must fit.
+MAX_INDEX = 2**31 - 1
+
+_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16"}
+_DTYPES = {name: dtype for dtype, name in _NAMES.items()}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``"float32"`` or ``"bfloat16"``; any other dtype is a clear error."""
+    try:
+        return _NAMES[dtype]
+    except KeyError:
+        raise TypeError(f"unsupported dtype {dtype}: kernels take float32 or bfloat16") from None
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype spelled ``name`` (``"float32"`` or ``"bfloat16"``)."""
+    return _DTYPES[name]
+
+
+def max_offset(t: torch.Tensor) -> int:
+    """Largest element offset (from the data pointer) a kernel can reach in ``t``."""
+    if t.numel() == 0:
+        return 0
+    return sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+
+
+def constexpr_kwargs(entry: PlanEntry) -> dict[str, Any]:
+    """The entry's constexprs as Triton keyword arguments (dtype names become ``tl`` dtypes)."""
+    import triton.language as tl
+
+    kwargs = entry.constexpr_dict()
+    for name, value in kwargs.items():
+        if name.endswith("DTYPE"):
+            kwargs[name] = getattr(tl, value)
+    return kwargs

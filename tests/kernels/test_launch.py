@@ -1,0 +1,99 @@
+"""Launch admission: refusal outside the plan, launch records, metadata checks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernels import ops
+from kernels.launch import LaunchRecord, PlanViolation, active_plan, record_launches, use_plan
+from tests.kernels.attention_cases import Step, make_request, run_steps
+from tests.kernels.support import tiny_plan
+
+
+def test_a_launch_without_an_active_plan_is_refused():
+    assert active_plan() is None
+    with pytest.raises(PlanViolation, match="no active plan.*use_plan"):
+        ops.linear(torch.zeros(2, 64), torch.zeros(128, 64))
+
+
+def test_a_launch_outside_the_plan_is_refused_with_kernel_config_and_digest(plan_fp32):
+    with pytest.raises(PlanViolation) as refused:
+        ops.linear(torch.zeros(2, 64), torch.zeros(100, 64))
+    message = str(refused.value)
+    assert "matmul" in message and "'N': 100" in message and plan_fp32.digest in message
+    assert "matmul.n128_k64" in message  # the planned alternatives are listed
+
+
+@pytest.mark.parametrize("call", [
+    lambda: ops.rms_norm(torch.zeros(2, 64), torch.ones(64), 1e-6),  # eps differs from the plan's
+    lambda: ops.linear(torch.zeros(2, 64, dtype=torch.bfloat16), torch.zeros(128, 64, dtype=torch.bfloat16)),
+    lambda: ops.linear(torch.zeros(2, 64), torch.zeros(128, 64), torch.zeros(128)),  # no planned bias
+    lambda: ops.paged_attention(torch.zeros(1, 4, 16), torch.zeros(2, 16, 2, 16), torch.zeros(2, 16, 2, 16),
+                                torch.zeros(1, 1, dtype=torch.int32), torch.tensor([0, 1], dtype=torch.int32),
+                                torch.tensor([1], dtype=torch.int32), 0.3),  # scale differs
+    lambda: ops.silu_mul(torch.zeros(2, 64)),  # intermediate size 32 is not planned
+], ids=["eps", "dtype", "bias", "scale", "width"])
+def test_every_unplanned_variation_is_refused(plan_fp32, call):
+    with pytest.raises(PlanViolation, match="not in the active plan"):
+        call()
+
+
+def test_records_are_kernel_key_config_tuples_for_every_open_recorder(plan_fp32):
+    with record_launches() as outer:
+        ops.linear(torch.zeros(3, 64), torch.zeros(128, 64))
+        with record_launches() as inner:
+            ops.rms_norm(torch.zeros(3, 64), torch.ones(64), plan_fp32.shape.rms_norm_eps)
+    ops.silu_mul(torch.zeros(3, 256))
+    assert [r.key for r in outer] == ["matmul.n128_k64", "rms_norm.h64"]
+    assert [r.key for r in inner] == ["rms_norm.h64"]
+    kernel, key, config = outer[0]
+    assert isinstance(outer[0], LaunchRecord) and kernel == "matmul" and key == "matmul.n128_k64"
+    assert config == {**plan_fp32.entry(key).constexpr_dict(), "num_warps": 4, "num_stages": 2}
+
+
+def _layer_launches(num_tokens: int, kv_length: int) -> frozenset[tuple]:
+    """The configurations one decoder layer launches for a batch of ``num_tokens`` rows."""
+    plan = tiny_plan("float32")
+    s = plan.shape
+    gen = torch.Generator().manual_seed(num_tokens)
+    with use_plan(plan), record_launches() as records:
+        x, res = ops.rms_norm(torch.randn(num_tokens, 64, generator=gen), torch.ones(64), s.rms_norm_eps)
+        qkv = ops.linear(x, torch.randn(128, 64, generator=gen))
+        q, k = ops.rope(qkv[:, :64].view(-1, 4, 16), qkv[:, 64:96].view(-1, 2, 16),
+                        torch.arange(num_tokens), torch.randn(256, 16))
+        request = make_request(kv_length, 4, 2, 16, torch.float32, gen)
+        run_steps([Step(request, kv_length - num_tokens, kv_length)], page_size=16, scale=0.25, gen=gen)
+        ops.rms_norm(ops.linear(q.flatten(1), torch.randn(64, 64, generator=gen)), torch.ones(64), s.rms_norm_eps,
+                     res)
+        ops.silu_mul(ops.linear(x, torch.randn(256, 64, generator=gen)))
+    return frozenset((r.kernel, r.key, tuple(sorted(r.config.items()))) for r in records)
+
+
+def test_configurations_do_not_change_with_token_count_or_kv_length():
+    launched = {_layer_launches(t, kv) for t, kv in [(1, 1), (1, 63), (7, 40), (33, 33), (64, 130)]}
+    assert len(launched) == 1 and len(next(iter(launched))) == 8  # 8 distinct configurations per layer
+
+
+def test_metadata_checks_reject_bad_index_tensors(plan_fp32):
+    with pytest.raises(ValueError, match="token_ids"):
+        ops.embedding(torch.tensor([0, 256]), torch.zeros(256, 64))
+    with pytest.raises(ValueError, match="a slot appears twice"):
+        ops.store_kv(torch.zeros(2, 2, 16), torch.zeros(2, 2, 16), torch.zeros(2, 16, 2, 16),
+                     torch.zeros(2, 16, 2, 16), torch.tensor([3, 3]))
+    with pytest.raises(ValueError, match="rope positions"):
+        ops.rope(torch.zeros(1, 4, 16), torch.zeros(1, 2, 16), torch.tensor([9]), torch.zeros(8, 16))
+    cache = torch.zeros(2, 16, 2, 16)
+    with pytest.raises(ValueError, match="query_start_loc"):
+        ops.paged_attention(torch.zeros(2, 4, 16), cache, cache, torch.zeros(1, 1, dtype=torch.int32),
+                            torch.tensor([0, 1], dtype=torch.int32), torch.tensor([1], dtype=torch.int32), 0.25)
+    with pytest.raises(ValueError, match="pages must be in"):
+        ops.paged_attention(torch.zeros(1, 4, 16), cache, cache, torch.tensor([[5]], dtype=torch.int32),
+                            torch.tensor([0, 1], dtype=torch.int32), torch.tensor([1], dtype=torch.int32), 0.25)
+
+
+def test_metadata_checks_can_be_turned_off():
+    with use_plan(tiny_plan("float32"), check_metadata=False):
+        out = ops.store_kv(torch.ones(2, 2, 16), torch.ones(2, 2, 16), torch.zeros(2, 16, 2, 16),
+                           torch.zeros(2, 16, 2, 16), torch.tensor([3, 3]))
+    assert out is None

@@ -1,0 +1,112 @@
+"""The sealed plan: contents, provenance, digests, and configurations that ignore batch size."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import re
+from dataclasses import replace
+
+import pytest
+import triton
+
+from evidence_db.canonical import canonical_json, file_digest
+from kernels import configs
+from kernels.plan import CPU_SOURCES, REPO_ROOT, plan_for, preset_plan
+from kernels.shapes import PRESETS, preset
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_plan_is_sorted_unique_and_dot_safe(name):
+    plan = preset_plan(name)
+    keys = plan.keys()
+    assert list(keys) == sorted(set(keys))
+    assert {e.kernel for e in plan.entries} == set(configs.KERNELS)
+    for entry in plan.entries:
+        assert re.fullmatch(r"[a-z0-9_.]+", entry.key) and ":" not in entry.key
+        assert plan.lookup(entry.kernel, entry.constexprs) is entry
+        assert plan.lookup(entry.kernel, dict(entry.constexprs)) is entry
+    json.loads(canonical_json(plan.as_dict()))  # JSON-ready, no NaN
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_entries_name_real_triton_functions_and_their_source_digests(name):
+    for entry in preset_plan(name).entries:
+        module_name, function_name = entry.function.rsplit(".", 1)
+        module = importlib.import_module(module_name)
+        function = getattr(module, function_name)
+        assert isinstance(function, triton.runtime.jit.JITFunction), entry.function
+        assert (REPO_ROOT / entry.source_file).resolve() == __import__("pathlib").Path(module.__file__).resolve()
+        assert entry.source_digest == file_digest(REPO_ROOT / entry.source_file)
+        cpu_module, cpu_name = entry.cpu_function.rsplit(".", 1)
+        assert callable(getattr(importlib.import_module(cpu_module), cpu_name))
+        assert all((REPO_ROOT / path).is_file() for path in CPU_SOURCES)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_constexprs_are_exactly_the_kernels_constexpr_parameters(name):
+    for entry in preset_plan(name).entries:
+        module_name, function_name = entry.function.rsplit(".", 1)
+        fn = getattr(importlib.import_module(module_name), function_name).fn
+        declared = {p.name for p in inspect.signature(fn).parameters.values() if "constexpr" in str(p.annotation)}
+        assert declared == set(entry.constexpr_dict()), entry.key
+
+
+def test_digest_is_stable_and_tracks_every_configuration_change():
+    first, second = preset_plan("tiny"), preset_plan("tiny")
+    assert first.digest == second.digest and first.digest.startswith("sha256:")
+    assert first == second
+    tiny = preset("tiny")
+    changed = [replace(tiny, rms_norm_eps=1e-6), replace(tiny, page_size=32), replace(tiny, dtype="bfloat16"),
+               replace(tiny, intermediate_size=192), replace(tiny, has_qkv_bias=True)]
+    digests = {plan_for(shape).digest for shape in changed}
+    assert first.digest not in digests and len(digests) == len(changed)
+
+
+def test_plan_names_follow_presets():
+    assert preset_plan("llama-1b").name == "llama-1b"
+    assert plan_for(preset("small")).name == "small"
+    assert plan_for(replace(preset("tiny"), vocab_size=300)).name == "custom"
+    with pytest.raises(ValueError, match="known presets"):
+        preset_plan("nope")
+
+
+def test_config_functions_take_no_batch_dependent_argument():
+    forbidden = re.compile(r"(^m$|^t$|batch|token|num_rows|rows|seq|kv_len|length)")
+    for name in configs.__all__:
+        fn = getattr(configs, name)
+        if inspect.isfunction(fn):
+            params = list(inspect.signature(fn).parameters)
+            assert not [p for p in params if forbidden.search(p)], f"{name}{params}"
+
+
+def test_llama_1b_matmul_tiles_spread_decode_over_the_gpu():
+    plan = preset_plan("llama-1b")
+    for entry in plan.entries:
+        if entry.kernel != "matmul":
+            continue
+        c = entry.constexpr_dict()
+        assert c["BLOCK_M"] == 64 and c["BLOCK_N"] >= 16 and c["BLOCK_K"] >= 64
+        column_tiles = -(-c["N"] // c["BLOCK_N"])
+        # as many programs at M <= 64 as two waves of a 132-SM GPU, or the narrowest tile
+        assert column_tiles >= configs.MIN_COLUMN_PROGRAMS or c["BLOCK_N"] == 16, entry.key
+    assert plan.entry("matmul.n128256_k2048_out_float32").constexpr_dict()["BLOCK_N"] == 128
+
+
+def test_launch_config_validation_is_clear():
+    with pytest.raises(ValueError, match="power-of-two"):
+        configs.rope_config(head_dim=24, dtype="float32")
+    with pytest.raises(ValueError, match="dtype"):
+        configs.matmul_config(n=8, k=8, dtype="float16", has_bias=False, out_dtype="float16")
+    with pytest.raises(ValueError, match="multiple"):
+        configs.paged_attention_config(num_heads=6, num_kv_heads=4, head_dim=16, page_size=16, scale=0.25,
+                                       dtype="float32")
+
+
+def test_float_constexprs_are_rounded_to_float32():
+    a = configs.paged_attention_config(num_heads=4, num_kv_heads=2, head_dim=32, page_size=16, scale=32 ** -0.5,
+                                       dtype="float32")
+    b = configs.paged_attention_config(num_heads=4, num_kv_heads=2, head_dim=32, page_size=16,
+                                       scale=1 / 32 ** 0.5, dtype="float32")
+    assert a == b
