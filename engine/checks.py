@@ -6,8 +6,10 @@
    recomputation of the token prefix they claim.
 3. Write isolation: this step writes only private, unpublished slots at positions not yet
    computed, and every previously initialised slot (shared or not) is bitwise unchanged after it.
-4. Kernel configuration consistency: the plan is the one D names, and every launch of the step
-   was admitted with a configuration identical to its sealed entry, in the counts the model needs.
+4. Kernel configuration consistency: the plan is the one D names, every launch of the step was
+   admitted with a configuration identical to its sealed entry, in the counts the model needs,
+   and the finiteness premise of the attention contract held (the K/V written and the logits
+   of the step are finite).
 
 A violation stops the engine with a distinct exception type naming the invariant. These are
 run-time checks of this execution, not proofs.
@@ -68,6 +70,7 @@ class InvariantChecker:
         self.page_size = engine.config.page_size
         self._cursor = 0  # rotates invariant 2 over the initialised pages
         self._protected: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self._targets = torch.empty(0, dtype=torch.int64)  # slots this step writes
 
     # --- invariant 1 ---------------------------------------------------------------------------
     def check_layout(self, plan: "StepPlan | None" = None) -> None:
@@ -138,6 +141,7 @@ class InvariantChecker:
         index = torch.tensor(slots, dtype=torch.int64, device=self.engine.runner.kv.k.device)
         k, v = self._flat()
         self._protected = (index, k.index_select(1, index), v.index_select(1, index))
+        self._targets = torch.tensor(targets, dtype=torch.int64, device=index.device)
 
     def _flat(self) -> tuple[torch.Tensor, torch.Tensor]:
         kv = self.engine.runner.kv
@@ -167,7 +171,14 @@ class InvariantChecker:
         if launched != expected:
             raise KernelConfigViolation(f"launch counts {dict(launched)} differ from the model's {dict(expected)}")
 
-    def after_forward(self, plan: "StepPlan", launches: Sequence[LaunchRecord]) -> None:
+    def check_finite(self, logits: torch.Tensor) -> None:
+        k, v = self._flat()
+        for name, values in (("K", k.index_select(1, self._targets)), ("V", v.index_select(1, self._targets)),
+                             ("logits", logits)):
+            if not bool(torch.isfinite(values).all()):
+                raise KernelConfigViolation(f"premise broken: this step's {name} values are not all finite")
+
+    def after_forward(self, plan: "StepPlan", launches: Sequence[LaunchRecord], logits: torch.Tensor) -> None:
         """Invariant 3 (nothing initialised changed) and invariant 4 after the forward."""
         assert self._protected is not None, "after_forward without before_forward"
         index, k_before, v_before = self._protected
@@ -180,6 +191,7 @@ class InvariantChecker:
                 raise WriteIsolationViolation(f"initialised {name} slot {slot} (page {slot // self.page_size}) "
                                               "changed during the step")
         self.check_launches(plan, launches)
+        self.check_finite(logits)
 
     # --- invariant 2 ---------------------------------------------------------------------------
     def _kv_candidates(self) -> list[tuple[int, list[int], int]]:

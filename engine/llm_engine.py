@@ -9,6 +9,7 @@ the step in the four invariants (engine/checks.py).
 from __future__ import annotations
 
 import itertools
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -127,7 +128,7 @@ class LLMEngine:
             raise BadRequestError("the prompt is empty; give at least one token id")
         vocab = self.spec.vocab_size
         for i, t in enumerate(prompt_token_ids):
-            if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < vocab:
+            if not isinstance(t, numbers.Integral) or isinstance(t, bool) or not 0 <= t < vocab:
                 raise BadRequestError(f"prompt token {i} is {t!r}; token ids are integers in [0, {vocab})")
         needed = len(prompt_token_ids) + params.max_tokens
         if needed > self.config.max_model_len:
@@ -147,7 +148,8 @@ class LLMEngine:
         if params.stop_token_ids is not None:
             stop = frozenset(params.stop_token_ids)
         self._used_ids.add(request_id)
-        self.scheduler.add(Request(request_id, tuple(prompt_token_ids), params, stop_token_ids=stop))
+        prompt = tuple(int(t) for t in prompt_token_ids)  # numpy integers become plain ints
+        self.scheduler.add(Request(request_id, prompt, params, stop_token_ids=stop))
         return request_id
 
     def cancel(self, request_id: str) -> RequestOutput | None:
@@ -180,7 +182,7 @@ class LLMEngine:
             logits = self.runner.execute([Chunk(c.seq.token_ids, c.seq.page_table, c.start, c.end, c.is_sampled)
                                           for c in plan.chunks])
         if self.checker:
-            self.checker.after_forward(plan, self.runner.last_launches)
+            self.checker.after_forward(plan, self.runner.last_launches, logits)
         sampled = []
         for chunk, row in zip(plan.sampled, logits):  # row: [V] float32
             seq = chunk.seq

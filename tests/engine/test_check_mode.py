@@ -131,3 +131,18 @@ def test_violations_share_one_base_type():
         assert issubclass(kind, InvariantViolation)
     assert len({k.invariant for k in (LayoutViolation, KVValueViolation, WriteIsolationViolation,
                                       KernelConfigViolation)}) == 4
+
+
+def test_non_finite_logits_break_the_attention_premise(tiny_dir, monkeypatch):
+    engine = checked_engine(tiny_dir)
+    real_execute = engine.runner.execute
+
+    def execute_with_nan(chunks):
+        logits = real_execute(chunks).clone()  # a normal tensor: the forward returns inference tensors
+        logits[0, 3] = float("nan")
+        return logits
+
+    monkeypatch.setattr(engine.runner, "execute", execute_with_nan)
+    engine.add_request([1, 2, 3], PARAMS)
+    with pytest.raises(KernelConfigViolation, match="not all finite"):
+        engine.step()
