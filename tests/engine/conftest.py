@@ -1,6 +1,7 @@
 """Fixtures: random-initialised checkpoints written once per session, and small engine factories."""
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,16 @@ from engine.checkpoint import make_checkpoint
 
 # Small pages and budgets so short prompts exercise chunking, reuse and preemption on the CPU.
 SMALL_ENGINE = dict(page_size=4, num_pages=48, max_num_seqs=8, max_num_batched_tokens=64, max_model_len=64)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def restore_torch_threads():
+    """Engines set torch's process-wide thread count (it is part of D); give other packages theirs back."""
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch else None
+    yield
+    if torch is not None and before is not None:
+        torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")
@@ -31,4 +42,18 @@ def tiny_llama3_dir(tmp_path_factory) -> Path:
     config["rope_scaling"] = {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0,
                               "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
     (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_tied_dir(tmp_path_factory) -> Path:
+    """The tiny preset with tied input and output embeddings (no lm_head.weight stored)."""
+    from safetensors.torch import load_file, save_file
+
+    directory = make_checkpoint("tiny", tmp_path_factory.mktemp("tiny_tied"), seed=3)
+    config = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps({**config, "tie_word_embeddings": True}))
+    tensors = load_file(directory / "model.safetensors")
+    del tensors["lm_head.weight"]
+    save_file(tensors, directory / "model.safetensors")
     return directory

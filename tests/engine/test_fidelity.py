@@ -39,6 +39,10 @@ def test_llama_matches_the_float64_reference(tiny_dir, dtype):
     assert max_reference_difference(tiny_dir, dtype) <= TOLERANCE[dtype]
 
 
+def test_tied_embeddings_match_the_float64_reference(tiny_tied_dir):
+    assert max_reference_difference(tiny_tied_dir, "float32") <= TOLERANCE["float32"]
+
+
 def test_qwen2_qkv_bias_matches_the_float64_reference(small_dir):
     assert max_reference_difference(small_dir, "float32", max_tokens=3) <= TOLERANCE["float32"]
 
