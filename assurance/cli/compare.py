@@ -1,9 +1,148 @@
-"""`bitcase` commands of this group (being built)."""
+"""`bitcase compare` and `bitcase check-config`: run the comparison protocol and the runtime checks as evidence."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
 import typer
+
+from assurance.cli._common import EXIT_FINDINGS, BitcaseError, JsonOption, err_console, out_console
+
+SUITE_CHOICES = "all, batch, chunk, prefill-decode, prefix, schedule, negative-control, fidelity"
+
+ModelOption = Annotated[Path, typer.Option("--model", help="Checkpoint directory (config.json + *.safetensors).",
+                                           show_default=False)]
+OutOption = Annotated[Path, typer.Option("--out", help="Evidence bundle to write (JSONL, for `bitcase ingest`).",
+                                         show_default=False)]
+DeviceOption = Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")]
+ScaleOption = Annotated[str, typer.Option("--scale", help="ci (tiny model, CPU, minutes) or full (8K prompts, GPU).")]
+DeploymentOption = Annotated[Optional[Path], typer.Option(
+    "--deployment", metavar="FILE.json",
+    help='Expected deployment configuration D, {"fields": {...}} (see check-config --write-deployment); '
+         "default: D as computed on this machine.")]
+
+
+def _load_deployment(path: Path | None):
+    if path is None:
+        return None
+    from evidence_db.bundle import Deployment
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return Deployment(fields=data["fields"], digest=data.get("digest", ""))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise BitcaseError(f"--deployment {path}: not a deployment file ({exc})",
+                           hint='write one with `bitcase check-config --write-deployment FILE.json`') from None
+
+
+def _finish(records, out: Path, json_output: bool, extra: dict) -> None:
+    from engine.compare.summary import is_clean, summarize
+    from evidence_db.bundle import write_bundle
+
+    try:
+        count = write_bundle(out, records)
+    except OSError as exc:
+        raise BitcaseError(f"cannot write the bundle {out}: {exc}") from None
+    summary = summarize(records)
+    err_console.print(f"wrote {count} records to {out}", highlight=False)
+    if json_output:
+        typer.echo(json.dumps({"bundle": str(out), "records": count, **extra, "obligations": summary}, sort_keys=True))
+    else:
+        from rich.table import Table
+
+        table = Table("obligation", "status", "units", "comparisons", "passed", "failed", "errors")
+        for name, s in summary.items():
+            colour = "green" if s["status"] == "pass" else "red"
+            table.add_row(name, f"[{colour}]{s['status']}[/]", str(s["units"] or "-"), str(s["comparisons"] or "-"),
+                          str(s["passed"] or "-"), str(s["failed"] or "-"), str(s["errors"] or "-"))
+        out_console.print(table)
+    if not is_clean(records):
+        raise typer.Exit(EXIT_FINDINGS)
+
+
+def compare(
+    model: ModelOption,
+    out: OutOption,
+    suite: Annotated[Optional[list[str]], typer.Option(
+        "--suite", help=f"Suite to run, repeatable: {SUITE_CHOICES}.")] = None,
+    scale: ScaleOption = "ci",
+    shard: Annotated[str, typer.Option("--shard", help="Run shard i of n (e.g. 2/4); the n shards make one run.")] = "1/1",
+    device: DeviceOption = "cpu",
+    deployment: DeploymentOption = None,
+    label: Annotated[str, typer.Option(
+        "--label", help="Mark a deliberate re-run of identical code, weights and D (new record ids).")] = "",
+    json_output: JsonOption = False,
+) -> None:
+    """Run the bitwise comparison suites on the engine and write test_result evidence.
+
+    Every comparison is bitwise on full float32 logit rows, tokens and sampler states, against
+    cold references; missing witnesses (no chunking, no cache hit, no eviction) are errors. The
+    runtime configuration checks run too. Exit 1 if any record is not a pass.
+    """
+    import sys
+
+    from engine.compare.api import CompareInputError, run_suites
+    from engine.compare.progress import ProgressEvent
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    expected = _load_deployment(deployment)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err_console, transient=False) as bar:
+        task = bar.add_task("compare", total=None)
+
+        def progress(event: ProgressEvent) -> None:
+            if event.kind == "start":
+                bar.update(task, total=event.total)
+            elif event.kind == "unit":
+                bar.update(task, completed=event.done, description=event.message)
+            else:
+                bar.update(task, description=event.message)
+        try:
+            records = run_suites(model, suite or ["all"], scale=scale, device=device, shard=shard, progress=progress,
+                                 deployment=expected, label=label, command=["bitcase", *sys.argv[1:]])
+        except CompareInputError as exc:
+            raise BitcaseError(str(exc), hint="see `bitcase compare --help`") from None
+    _finish(records, out, json_output, {"scale": scale, "shard": shard, "device": device})
+
+
+def check_config(
+    model: ModelOption,
+    out: OutOption,
+    device: DeviceOption = "cpu",
+    scale: Annotated[str, typer.Option("--scale", help="Which deployment limits to check: those of ci or full.")] = "ci",
+    deployment: DeploymentOption = None,
+    write_deployment: Annotated[Optional[Path], typer.Option(
+        "--write-deployment", metavar="FILE.json",
+        help="Also write this machine's D, for other machines' --deployment.")] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Run the runtime configuration checks and write runtime_config_check evidence.
+
+    runtime.plan (sealed plan digest; every recorded launch in the plan; outside launches refused),
+    runtime.no_autotune (static scan and loaded modules) and runtime.deployment (the engine starts
+    only under D; versions, accelerator and thread count equal D). Exit 1 if a check fails.
+    """
+    import sys
+
+    from engine.compare.api import CompareInputError, deployment_for, runtime_checks
+
+    expected = _load_deployment(deployment)
+    try:
+        if write_deployment is not None:
+            d = deployment_for(model, scale, device)
+            write_deployment.write_text(json.dumps({"fields": d.fields, "digest": d.digest}, indent=1, sort_keys=True))
+            err_console.print(f"wrote D {d.digest} to {write_deployment}", highlight=False)
+        with err_console.status("running the runtime configuration checks"):
+            records = runtime_checks(model, device, scale, deployment=expected,
+                                     command=["bitcase", *sys.argv[1:]])
+    except CompareInputError as exc:
+        raise BitcaseError(str(exc), hint="see `bitcase check-config --help`") from None
+    _finish(records, out, json_output, {"device": device, "scale": scale})
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the main app."""
+    """Add the top-level `compare` and `check-config` commands to the main app."""
+    app.command("compare")(compare)
+    app.command("check-config")(check_config)

@@ -1,7 +1,8 @@
-"""The comparison protocol's Python API, called by ``bitcase compare`` and the ``bitcase assure`` pipeline.
+"""The comparison protocol's Python API, called by ``bitcase compare`` / ``check-config`` and ``bitcase assure``.
 
->>> records = run_suites("models/tiny", ["batch"], scale="ci", device="cpu", shard="1/1")  # doctest: +SKIP
->>> write_bundle(Path("compare.jsonl"), records)                                          # doctest: +SKIP
+>>> records = run_suites("models/tiny", "all", scale="ci", device="cpu", shard="1/1")   # doctest: +SKIP
+>>> records += runtime_checks("models/tiny", device="cpu")                             # doctest: +SKIP
+>>> write_bundle(Path("evidence.jsonl"), records)                                      # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from engine.compare.identity import RunIdentity, code_subjects, model_subject, producer, run_key
+from engine.compare.identity import RunIdentity, code_subjects, core_digest, model_subject, producer, run_key
 from engine.compare.progress import ProgressCallback
 from engine.compare.protocol import PROTOCOL_SEED, PROTOCOL_VERSION, SUITES, suite_names
 from engine.compare.records import unit_records
@@ -18,10 +19,11 @@ from engine.compare.references import DEFAULT_FACTORY, load_factory
 from engine.compare.runner import plan_units, run_units, shard_units
 from engine.compare.scales import ScaleSpec, scale_spec
 from engine.compare.sharding import Shard, parse_shard
+from engine.compare.units import Unit
 from engine.model_config import read_model_spec
 from evidence_db.bundle import Deployment, EvidenceRecord, Subject, utc_now
 
-__all__ = ["run_suites", "plan", "CompareInputError"]
+__all__ = ["run_suites", "runtime_checks", "plan", "deployment_for", "run_key_for", "CompareInputError"]
 
 
 class CompareInputError(ValueError):
@@ -38,81 +40,139 @@ def _suites(suites: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(n for n in SUITES if n in names)
 
 
-def _check_model(model_dir: Path, scale: ScaleSpec) -> int:
-    try:
-        spec = read_model_spec(model_dir)
-    except ValueError as exc:
-        raise CompareInputError(str(exc)) from None
-    if spec.max_position_embeddings < scale.max_model_len:
-        raise CompareInputError(
-            f"{model_dir}: max_position_embeddings {spec.max_position_embeddings} is below the {scale.name} "
-            f"scale's longest request ({scale.max_model_len} positions); use --scale ci or a larger model")
-    return spec.vocab_size
-
-
-def plan(suites: str | Sequence[str] = "all", scale: str = "ci", *, vocab_size: int,
-         shard: str | Shard = "1/1", seed: int = PROTOCOL_SEED) -> list:
-    """The units a shard would run (no engine needed): for dry runs, docs and the sharding tests."""
+def _inputs(model_dir: Path, scale: str, shard: str | Shard, device: str) -> tuple[ScaleSpec, Shard, int]:
     try:
         spec = scale_spec(scale)
         shard_obj = shard if isinstance(shard, Shard) else parse_shard(shard)
+        model = read_model_spec(model_dir)
     except ValueError as exc:
         raise CompareInputError(str(exc)) from None
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise CompareInputError(f"device {device!r} is not cpu, cuda or cuda:N")
+    if model.max_position_embeddings < spec.max_model_len:
+        raise CompareInputError(
+            f"{model_dir}: max_position_embeddings {model.max_position_embeddings} is below the {spec.name} "
+            f"scale's {spec.max_model_len} positions; use --scale ci or a larger model")
+    return spec, shard_obj, model.vocab_size
+
+
+def deployment_for(model_dir: str | Path, scale: str = "ci", device: str = "cpu") -> Deployment:
+    """The deployment configuration D a compare run of ``scale`` on ``device`` names (and runs under).
+
+    At ``ci`` scale this is the engine's default configuration, the D ``bitcase assure`` evaluates.
+    """
+    from engine.deployment import current_deployment
+
+    return current_deployment(Path(model_dir), device=device, **dict(scale_spec(scale).deployment))
+
+
+def _subjects(deployment: Deployment) -> tuple[Subject, ...]:
+    return (Subject(f"deployment:{deployment.digest}", deployment.digest),
+            model_subject(deployment.fields["weights_digest"]), *code_subjects())
+
+
+def run_key_for(deployment: Deployment, scale: str = "ci", *, label: str = "", seed: int = PROTOCOL_SEED) -> str:
+    """The run key a compare run would use (to look for its records in a store before running)."""
+    return run_key(deployment=deployment, subjects=_subjects(deployment), scale=scale, seed=seed,
+                   protocol=PROTOCOL_VERSION, label=label)
+
+
+def plan(model_dir: str | Path, suites: str | Sequence[str] = "all", scale: str = "ci", *,
+         shard: str | Shard = "1/1", seed: int = PROTOCOL_SEED) -> list[Unit]:
+    """The units a shard would run, without running anything (dry runs, docs, sharding checks)."""
+    spec, shard_obj, vocab_size = _inputs(Path(model_dir), scale, shard, "cpu")
     return shard_units(plan_units(_suites(suites), spec, vocab_size, seed), shard_obj)
 
 
 def run_suites(model_dir: str | Path, suites: str | Sequence[str] = "all", scale: str = "ci",
                device: str = "cpu", shard: str | Shard = "1/1", progress: ProgressCallback | None = None, *,
-               deployment: Deployment, weights_digest: str, factory: str = DEFAULT_FACTORY, label: str = "",
-               command: Sequence[str] | None = None, seed: int = PROTOCOL_SEED) -> list[EvidenceRecord]:
-    """Run the comparison protocol on the engine and return ``test_result`` evidence records.
+               deployment: Deployment | None = None, factory: str = DEFAULT_FACTORY, label: str = "",
+               command: Sequence[str] | None = None, seed: int = PROTOCOL_SEED,
+               runtime: bool = True) -> list[EvidenceRecord]:
+    """Run the comparison protocol on the engine and return evidence records.
 
     Parameters
     ----------
     model_dir : checkpoint directory (config.json + safetensors).
-    suites : ``"all"``, one suite name, or a list of them (see ``engine.compare.protocol.SUITES``).
+    suites : ``"all"``, a suite name, or a list of them (``engine.compare.protocol.SUITES``).
     scale : ``"ci"`` (tiny model, CPU, minutes) or ``"full"`` (8K prompts, GPU).
-    device : ``"cpu"`` or ``"cuda"``.
-    shard : ``"i/n"``: run only shard ``i`` of ``n`` (units are assigned deterministically, so the
-        ``n`` shards together are exactly the full run).
+    device : ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+    shard : ``"i/n"``: only shard ``i`` of ``n``; units are assigned deterministically, so the ``n``
+        shards together are exactly the full run, and their records share one run key.
     progress : called with :class:`~engine.compare.progress.ProgressEvent` values.
-    deployment : the deployment configuration D every record names.
-    weights_digest : digest of the checkpoint's weights (the ``model:`` subject).
+    deployment : the D to run under and name; default :func:`deployment_for`. Every engine the
+        suites start must match it up to the engine limits a suite varies, or the unit errors.
     factory : ``"module:attribute"`` of the engine factory (tests pass a fake engine).
-    label : mixed into the run key, to record a deliberate re-run of identical code and weights
-        under new ids (without it, a re-run's records collide with the first run's at ingest).
+    label : mixed into the run key to record a deliberate re-run of identical code, weights and D
+        under new ids (without it such a re-run collides with the first at ingest, by design).
+    runtime : also run :func:`runtime_checks` and append its records.
 
-    Returns one record per unit plus one per failing or erroring comparison; see
-    ``engine/compare/records.py`` for the granularity and ``docs/comparison-protocol.md``.
+    Returns ``test_result`` records (one per unit, one per failing or erroring comparison; see
+    ``engine/compare/records.py``) and, with ``runtime``, ``runtime_config_check`` records.
     Raises :class:`CompareInputError` for bad input before anything runs.
     """
     model_dir = Path(model_dir)
-    try:
-        spec = scale_spec(scale)
-        shard_obj = shard if isinstance(shard, Shard) else parse_shard(shard)
-    except ValueError as exc:
-        raise CompareInputError(str(exc)) from None
-    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise CompareInputError(f"device {device!r} is not cpu, cuda or cuda:N")
+    spec, shard_obj, vocab_size = _inputs(model_dir, scale, shard, device)
     names = _suites(suites)
-    vocab_size = _check_model(model_dir, spec)
+    deployment = deployment or deployment_for(model_dir, spec.name, device)
+    subjects = _subjects(deployment)
+    key = run_key_for(deployment, spec.name, label=label, seed=seed)
     all_units = plan_units(names, spec, vocab_size, seed)
-    units = shard_units(all_units, shard_obj)
-    subjects: tuple[Subject, ...] = (Subject(f"deployment:{deployment.digest}", deployment.digest),
-                                     model_subject(weights_digest), *code_subjects())
-    key = run_key(deployment=deployment, subjects=subjects, scale=spec.name, seed=seed,
-                  protocol=PROTOCOL_VERSION, label=label)
     started = utc_now()
-    outcomes = run_units(units, model_dir=model_dir, scale=spec, vocab_size=vocab_size, seed=seed, device=device,
-                         factory=load_factory(factory), factory_spec=factory, progress=progress)
-    accelerator = _accelerator(device)
+    outcomes = run_units(shard_units(all_units, shard_obj), model_dir=model_dir, scale=spec, vocab_size=vocab_size,
+                         seed=seed, device=device, factory=load_factory(factory), factory_spec=factory,
+                         expected_core=core_digest(deployment), progress=progress)
     identity = RunIdentity(key=key, deployment=deployment, subjects=subjects, scale=spec.name, seed=seed,
-                           shard=str(shard_obj),
-                           producer=producer("bitcase compare", command or sys.argv, accelerator, started, utc_now()))
-    suite_units = {}
+                           shard=str(shard_obj), producer=producer("bitcase compare", command or sys.argv,
+                                                                   _accelerator(device), started, utc_now()))
+    suite_units: dict[str, list[str]] = {}
     for u in all_units:
         suite_units.setdefault(u.suite, []).append(u.unit_id)
-    return [r for o in outcomes for r in unit_records(o, identity, suite_units[o.unit.suite])]
+    records = [r for o in outcomes for r in unit_records(o, identity, suite_units[o.unit.suite])]
+    if runtime:
+        records += runtime_checks(model_dir, device, spec.name, deployment=deployment, command=command,
+                                  source=f"bitcase compare, shard {shard_obj}")
+    return records
+
+
+def runtime_checks(model_dir: str | Path, device: str = "cpu", scale: str = "ci", *,
+                   deployment: Deployment | None = None, command: Sequence[str] | None = None,
+                   source: str = "bitcase check-config") -> list[EvidenceRecord]:
+    """Run the runtime configuration checks and return one ``runtime_config_check`` record each.
+
+    ``deployment`` is the expected D (for example one sealed on another machine and loaded from a
+    bundle); default :func:`deployment_for`. Checks: ``runtime.plan``, ``runtime.no_autotune``,
+    ``runtime.deployment`` (see ``engine/compare/runtime_checks.py``).
+    """
+    from engine.compare.runtime_checks import autotune_check, check_records, deployment_check, plan_check
+    from engine.compare.runtime_probe import probe_engine
+    from kernels.plan import plan_for
+
+    model_dir = Path(model_dir)
+    spec, _, _ = _inputs(model_dir, scale, "1/1", device)
+    deployment = deployment or deployment_for(model_dir, spec.name, device)
+    started = utc_now()
+    config = spec.engine_config(device=device)
+    model = read_model_spec(model_dir)
+    recomputed = plan_for(model.shape(page_size=config.page_size, dtype=model.serving_dtype(config.dtype))).digest
+    probe, error = None, None
+    try:
+        probe = probe_engine(model_dir, config, deployment)
+    except Exception as exc:  # a refusal to start is the finding, not a crash of the check
+        error = f"{type(exc).__name__}: {exc}"
+    results = {"runtime.deployment": deployment_check(probe, deployment.fields, deployment.digest, device, error)}
+    if probe is not None:
+        results["runtime.plan"] = plan_check(probe, recomputed, deployment.fields)
+    else:
+        results["runtime.plan"] = ("error", [f"no probe run: {error}"], {"plan_digest": recomputed})
+    results["runtime.no_autotune"] = autotune_check()
+    subjects = _subjects(deployment)
+    identity = RunIdentity(key=run_key(deployment=deployment, subjects=subjects, scale=spec.name, seed=0,
+                                       protocol=PROTOCOL_VERSION),
+                           deployment=deployment, subjects=subjects, scale=spec.name, seed=0, shard="1/1",
+                           producer=producer(source.split(",")[0], command or sys.argv, _accelerator(device),
+                                             started, utc_now()))
+    return check_records(identity, results, source)
 
 
 def _accelerator(device: str) -> str:

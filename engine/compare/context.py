@@ -32,6 +32,7 @@ class SuiteContext:
     references: ReferencePool
     perturbation: str | None = None
     progress: ProgressCallback | None = None
+    expected_core: str | None = None  # digest of D without its engine limits (identity.core_digest)
 
     @property
     def base(self) -> dict[str, Any]:
@@ -39,7 +40,8 @@ class SuiteContext:
 
     def open_engine(self, **overrides: Any) -> EngineHandle:
         """A fresh engine lifetime in this process: the scale's base config with ``overrides``."""
-        return self.factory(self.model_dir, {**self.base, **overrides}, perturbation=self.perturbation)
+        return self.factory(self.model_dir, {**self.base, **overrides}, perturbation=self.perturbation,
+                            expected_core=self.expected_core)
 
     def engine_config(self, **overrides: Any) -> Mapping[str, Any]:
         """The configuration :meth:`open_engine` would use (for evidence details)."""

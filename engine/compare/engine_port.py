@@ -17,7 +17,9 @@ from engine.compare.bitwise import ObservedTrace
 from engine.compare.perturb import perturbed
 from engine.compare.runs import RequestRun, RunResult
 from engine.compare.units import RequestSpec
+from engine.compare.identity import core_digest
 from engine.config import EngineConfig
+from engine.deployment import DeploymentMismatch
 from engine.llm_engine import LLMEngine, RequestOutput
 
 __all__ = ["RealEngine", "open_engine", "observed_trace"]
@@ -37,11 +39,16 @@ def observed_trace(output: RequestOutput) -> ObservedTrace:
 class RealEngine:
     """One ``LLMEngine`` lifetime."""
 
-    def __init__(self, model_dir: Path, overrides: Mapping[str, Any], *, perturbation: str | None = None) -> None:
+    def __init__(self, model_dir: Path, overrides: Mapping[str, Any], *, perturbation: str | None = None,
+                 expected_core: str | None = None) -> None:
         self.perturbation = perturbation
         with perturbed(perturbation):
             self.engine = LLMEngine(model_dir, EngineConfig.from_kwargs(**{**overrides, "keep_logit_rows": True}))
+        if expected_core is not None and core_digest(self.engine.deployment) != expected_core:
+            raise DeploymentMismatch(f"this engine runs under D {self.engine.deployment.digest}, which differs "
+                                     "from the expected D beyond the engine limits the suite varies")
         self.config = {name: getattr(self.engine.config, name) for name in EngineConfig.__dataclass_fields__}
+        self.config["serving_dtype"] = self.engine.dtype
 
     def run(self, requests: Sequence[RequestSpec], *, arrival_steps: Mapping[str, int] | None = None,
             cancel_steps: Mapping[str, int] | None = None) -> RunResult:
@@ -101,6 +108,7 @@ class RealEngine:
         del self.engine
 
 
-def open_engine(model_dir: Path, overrides: Mapping[str, Any], *, perturbation: str | None = None) -> RealEngine:
+def open_engine(model_dir: Path, overrides: Mapping[str, Any], *, perturbation: str | None = None,
+                expected_core: str | None = None) -> RealEngine:
     """The default engine factory (``engine.compare.engine_port:open_engine``)."""
-    return RealEngine(Path(model_dir), overrides, perturbation=perturbation)
+    return RealEngine(Path(model_dir), overrides, perturbation=perturbation, expected_core=expected_core)

@@ -20,7 +20,8 @@ from typing import Sequence
 from evidence_db.bundle import Deployment, Producer, Subject
 from evidence_db.canonical import digest_of, file_digest
 
-__all__ = ["RunIdentity", "code_subjects", "model_subject", "run_key", "producer", "REPO_ROOT", "CODE_DIRS"]
+__all__ = ["RunIdentity", "code_subjects", "model_subject", "run_key", "producer", "core_digest", "REPO_ROOT",
+           "CODE_DIRS"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CODE_DIRS = ("engine", "kernels")
@@ -39,6 +40,11 @@ def code_subjects(root: Path = REPO_ROOT) -> tuple[Subject, ...]:
             if path.is_file() and path.suffix in _CODE_SUFFIXES and "__pycache__" not in path.parts:
                 subjects.append(Subject(f"code:{path.relative_to(root).as_posix()}", file_digest(path)))
     return tuple(subjects)
+
+
+def core_digest(deployment: Deployment) -> str:
+    """Digest of D's fields other than ``engine`` (the scheduling limits a suite may vary)."""
+    return digest_of({k: v for k, v in deployment.fields.items() if k != "engine"})
 
 
 def model_subject(weights_digest: str) -> Subject:

@@ -54,7 +54,8 @@ def _summary(outcome: UnitOutcome) -> str:
 
 def _finding_summary(c: ComparisonOutcome) -> str:
     if c.mismatch is None:
-        return f"{c.comparison_id}: not counted: {'; '.join(c.problems)}"
+        prefix = "not counted: " if c.status == "error" else ""
+        return f"{c.comparison_id}: {prefix}{'; '.join(c.problems)}"
     m = c.mismatch
     where = f"position {m.position}" + (f", element {m.element}" if m.element is not None else "")
     return (f"{c.comparison_id}: {'/'.join(m.what)} differ at {where}; largest difference "

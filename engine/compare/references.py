@@ -100,11 +100,12 @@ class ReferencePool:
     """Fresh-process cold references for one compare run; results are cached by job key."""
 
     def __init__(self, model_dir: Path, base_overrides: Mapping[str, Any], *, factory: str = DEFAULT_FACTORY,
-                 perturbation: str | None = None) -> None:
+                 perturbation: str | None = None, expected_core: str | None = None) -> None:
         self.model_dir = Path(model_dir)
         self.base_overrides = dict(base_overrides)
         self.factory = factory
         self.perturbation = perturbation
+        self.expected_core = expected_core
         self._workers: dict[str, _Worker] = {}
         self._results: dict[str, RequestRun] = {}
         self._tmp = tempfile.TemporaryDirectory(prefix="bitcase-refs-")
@@ -118,6 +119,8 @@ class ReferencePool:
                         "--factory", self.factory]
                 if self.perturbation:
                     argv += ["--perturbation", self.perturbation]
+                if self.expected_core:
+                    argv += ["--expected-core", self.expected_core]
                 stderr_path = Path(self._tmp.name) / f"worker-{job.process}.log"
                 worker = self._workers[job.process] = _Worker(argv, stderr_path)
             out = Path(self._tmp.name) / f"{len(self._results):05d}.pt"
@@ -143,7 +146,7 @@ class ReferencePool:
         self.close()
 
 
-def _serve(model_dir: Path, factory_spec: str, perturbation: str | None) -> None:
+def _serve(model_dir: Path, factory_spec: str, perturbation: str | None, expected_core: str | None) -> None:
     # Replies own file descriptor 1; anything else printing to stdout lands on stderr instead.
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
@@ -152,7 +155,7 @@ def _serve(model_dir: Path, factory_spec: str, perturbation: str | None) -> None
         message = json.loads(line)
         try:
             request = RequestSpec.from_dict(message["request"])
-            handle = factory(model_dir, message["engine"], perturbation=perturbation)
+            handle = factory(model_dir, message["engine"], perturbation=perturbation, expected_core=expected_core)
             try:
                 run = handle.run([request]).requests[request.label]
             finally:
@@ -171,8 +174,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", required=True, type=Path)
     parser.add_argument("--factory", default=DEFAULT_FACTORY)
     parser.add_argument("--perturbation", default=None)
+    parser.add_argument("--expected-core", default=None)
     args = parser.parse_args(argv)
-    _serve(args.model, args.factory, args.perturbation)
+    _serve(args.model, args.factory, args.perturbation, args.expected_core)
 
 
 if __name__ == "__main__":

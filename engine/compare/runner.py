@@ -13,13 +13,13 @@ from engine.compare.references import ReferencePool
 from engine.compare.runs import EngineFactory
 from engine.compare.scales import ScaleSpec
 from engine.compare.sharding import Shard, select
-from engine.compare.suites import batch, chunk, negative, prefill_decode, prefix, schedule
+from engine.compare.suites import batch, chunk, fidelity, negative, prefill_decode, prefix, schedule
 from engine.compare.units import Unit
 
 __all__ = ["PLANNERS", "plan_units", "shard_units", "run_units"]
 
 PLANNERS = {"batch": batch, "chunk": chunk, "prefill-decode": prefill_decode, "prefix": prefix,
-            "schedule": schedule, "negative-control": negative}
+            "schedule": schedule, "negative-control": negative, "fidelity": fidelity}
 
 
 def plan_units(suites: Sequence[str], scale: ScaleSpec, vocab_size: int, seed: int) -> list[Unit]:
@@ -47,7 +47,7 @@ def _run_one(unit: Unit, ctx: SuiteContext, control_ctx: Callable[[], SuiteConte
 
 
 def run_units(units: Sequence[Unit], *, model_dir: Path, scale: ScaleSpec, vocab_size: int, seed: int,
-              device: str, factory: EngineFactory, factory_spec: str,
+              device: str, factory: EngineFactory, factory_spec: str, expected_core: str | None = None,
               progress: ProgressCallback | None = None) -> list[UnitOutcome]:
     """Run ``units`` in order; a unit that raises becomes an ``error`` outcome, the run goes on.
 
@@ -60,10 +60,12 @@ def run_units(units: Sequence[Unit], *, model_dir: Path, scale: ScaleSpec, vocab
 
     def context(perturbation: str | None) -> SuiteContext:
         if perturbation not in contexts:
-            pool = ReferencePool(model_dir, base, factory=factory_spec, perturbation=perturbation)
+            pool = ReferencePool(model_dir, base, factory=factory_spec, perturbation=perturbation,
+                                 expected_core=expected_core)
             pools.append(pool)
             contexts[perturbation] = SuiteContext(model_dir, scale, vocab_size, seed, device, factory, pool,
-                                                  perturbation=perturbation, progress=progress)
+                                                  perturbation=perturbation, progress=progress,
+                                                  expected_core=expected_core)
         return contexts[perturbation]
 
     outcomes: list[UnitOutcome] = []

@@ -59,7 +59,7 @@ class RunResult:
 class EngineHandle(Protocol):
     """One engine lifetime."""
 
-    config: Mapping[str, Any]  # the effective engine configuration (JSON-able)
+    config: Mapping[str, Any]  # the effective engine configuration (JSON-able) plus "serving_dtype"
 
     def run(self, requests: Sequence[RequestSpec], *, arrival_steps: Mapping[str, int] | None = None,
             cancel_steps: Mapping[str, int] | None = None) -> RunResult:
@@ -76,8 +76,12 @@ class EngineHandle(Protocol):
 
 
 class EngineFactory(Protocol):
-    """Opens a fresh engine lifetime for ``model_dir`` with EngineConfig overrides."""
+    """Opens a fresh engine lifetime for ``model_dir`` with EngineConfig overrides.
 
-    def __call__(self, model_dir: Path, overrides: Mapping[str, Any], *,
-                 perturbation: str | None = None) -> EngineHandle:
+    ``expected_core`` is the digest of D's fields other than the engine limits: the engine must
+    refuse to run when its own D differs from it (a suite varies limits, never anything else).
+    """
+
+    def __call__(self, model_dir: Path, overrides: Mapping[str, Any], *, perturbation: str | None = None,
+                 expected_core: str | None = None) -> EngineHandle:
         ...

@@ -27,7 +27,7 @@ def fake_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def deployment() -> Deployment:
-    return Deployment({"name": "fake deployment for protocol tests", "weights": WEIGHTS})
+    return Deployment({"name": "fake deployment for protocol tests", "weights_digest": WEIGHTS})
 
 
 @pytest.fixture
@@ -37,5 +37,5 @@ def run_fake(fake_model_dir: Path, deployment: Deployment):
 
     def run(suites, shard="1/1", **kwargs):
         return run_suites(fake_model_dir, suites, scale="ci", device="cpu", shard=shard, deployment=deployment,
-                          weights_digest=WEIGHTS, factory=FAKE_FACTORY, command=["test"], **kwargs)
+                          factory=FAKE_FACTORY, command=["test"], runtime=False, **kwargs)
     return run

@@ -50,7 +50,7 @@ class FakeHandle:
     """One fake engine lifetime: remembers published prompt pages for cache hits."""
 
     def __init__(self, model_dir: Path, overrides: Mapping[str, Any], *, perturbation: str | None = None) -> None:
-        self.config = dict(overrides)
+        self.config = {**overrides, "serving_dtype": "float32"}
         self.page_size = int(self.config.get("page_size", 16))
         self.budget = int(self.config.get("max_num_batched_tokens", 128))
         self.caching = bool(self.config.get("enable_prefix_caching", True))
@@ -128,6 +128,7 @@ class FakeHandle:
         self.published.clear()
 
 
-def open_fake(model_dir: Path, overrides: Mapping[str, Any], *, perturbation: str | None = None) -> FakeHandle:
-    """Engine factory for tests (``tests.compare.fake_engine:open_fake``)."""
+def open_fake(model_dir: Path, overrides: Mapping[str, Any], *, perturbation: str | None = None,
+              expected_core: str | None = None) -> FakeHandle:
+    """Engine factory for tests (``tests.compare.fake_engine:open_fake``); it has no D to check."""
     return FakeHandle(model_dir, overrides, perturbation=perturbation)

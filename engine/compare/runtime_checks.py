@@ -1,0 +1,113 @@
+"""Runtime configuration checks, emitted as ``runtime_config_check`` evidence.
+
+* ``runtime.plan``: the sealed plan recomputed here from the checkpoint's shape has the digest D
+  names and the engine activated; every launch recorded during a probe run (chunked prefill,
+  decode, a prefix hit) is an entry of that plan with exactly its launch options; the recording
+  saw every kernel of the forward path; and a launch outside the plan is refused.
+* ``runtime.no_autotune``: no Triton autotuner or heuristics in ``kernels/`` or ``engine/``
+  (static scan) and none among the loaded kernel modules' objects.
+* ``runtime.deployment``: the engine started only because its own recomputed D equals the
+  expected D, it refuses a different D, and versions, accelerator and thread count observed here
+  independently equal D's fields.
+
+These are checks of one run, never proofs. Record ids carry the run's start time: every execution
+is its own event, so a later pass never hides an earlier failure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from engine.compare.autotune_scan import probe_modules, scan_sources
+from engine.compare.identity import REPO_ROOT, RunIdentity
+from engine.compare.runtime_probe import ProbeResult, observed_environment
+from evidence_db.bundle import EvidenceRecord
+
+__all__ = ["plan_check", "autotune_check", "deployment_check", "check_records"]
+
+KERNELS_ON_PATH = ("embedding", "rms_norm", "matmul", "rope", "silu_mul", "store_kv", "paged_attention")
+
+
+def plan_check(probe: ProbeResult, recomputed_digest: str, d_fields: dict[str, Any]) -> tuple[str, list[str], dict]:
+    """(status, problems, details) of ``runtime.plan``."""
+    problems = []
+    d_digest = d_fields.get("kernel_plan", {}).get("digest")
+    if not recomputed_digest == d_digest == probe.plan_digest:
+        problems.append(f"plan digests differ: recomputed {recomputed_digest}, D {d_digest}, engine {probe.plan_digest}")
+    outside = [(k, key) for k, key, _ in probe.launches if key not in probe.plan_configs]
+    if outside:
+        problems.append(f"{len(outside)} launch(es) outside the plan, first {outside[0]}")
+    changed = [key for _, key, opts in probe.launches if key in probe.plan_configs and opts != probe.plan_configs[key]]
+    if changed:
+        problems.append(f"launch options differ from the plan for {sorted(set(changed))}")
+    missing = sorted(set(KERNELS_ON_PATH) - {k for k, _, _ in probe.launches})
+    if missing:
+        problems.append(f"no launch of {missing} was recorded: the recording does not cover the forward path")
+    if probe.outside_plan_refused is None:
+        problems.append("a launch outside the sealed plan was admitted")
+    if len(probe.prefill_chunk_ends) < 2 or probe.cached_tokens <= 0:
+        problems.append(f"the probe did not exercise chunking and reuse (chunk ends {list(probe.prefill_chunk_ends)}, "
+                        f"cached tokens {probe.cached_tokens})")
+    used = Counter(key for _, key, _ in probe.launches)
+    details = {"plan_digest": recomputed_digest, "num_launches": len(probe.launches), "launches_per_key": dict(used),
+               "unused_entries": sorted(set(probe.plan_keys) - set(used)), "refusal": probe.outside_plan_refused,
+               "probe": {"prefill_chunk_ends": list(probe.prefill_chunk_ends), "cached_tokens": probe.cached_tokens}}
+    return ("fail" if problems else "pass"), problems, details
+
+
+def autotune_check(root: Path = REPO_ROOT) -> tuple[str, list[str], dict]:
+    """(status, problems, details) of ``runtime.no_autotune``."""
+    from kernels.plan import KERNEL_SOURCES
+
+    findings, num_files = scan_sources(root)
+    modules = tuple(sorted({module for module, _, _ in KERNEL_SOURCES.values()}))
+    loaded = probe_modules(modules)
+    problems = [str(f) for f in findings] + loaded
+    details = {"num_files_scanned": num_files, "scanned": ["kernels/", "engine/"], "modules_probed": list(modules),
+               "findings": problems}
+    return ("fail" if problems else "pass"), problems, details
+
+
+def deployment_check(probe: ProbeResult | None, d_fields: dict[str, Any], d_digest: str, device: str,
+                     startup_error: str | None) -> tuple[str, list[str], dict]:
+    """(status, problems, details) of ``runtime.deployment``."""
+    observed = observed_environment(device)
+    software, accelerator = d_fields.get("software", {}), d_fields.get("accelerator", {})
+    expected = {"python": software.get("python"), "torch": software.get("torch"), "triton": software.get("triton"),
+                "accelerator": accelerator.get("name")}
+    if device.startswith("cuda"):
+        expected.update(cuda=accelerator.get("cuda"), compute_capability=accelerator.get("compute_capability"))
+    fields = {name: {"D": expected[name], "observed": observed.get(name)} for name in expected}
+    problems = [f"{name}: D says {v['D']!r}, observed {v['observed']!r}" for name, v in fields.items()
+                if v["D"] != v["observed"]]
+    if startup_error:
+        problems.insert(0, f"the engine refused to start under D: {startup_error}")
+    if probe is not None:
+        fields["torch_num_threads"] = {"D": d_fields.get("torch_num_threads"), "observed": probe.torch_num_threads}
+        if probe.torch_num_threads != d_fields.get("torch_num_threads"):
+            problems.append(f"thread count: D says {d_fields.get('torch_num_threads')}, the engine runs "
+                            f"{probe.torch_num_threads}")
+        if probe.engine_deployment.digest != d_digest:
+            problems.append(f"the engine computes D {probe.engine_deployment.digest}, not {d_digest}")
+        if probe.wrong_deployment_refused is None:
+            problems.append("the engine started under a deployment digest it does not match")
+    details = {"fields": fields, "engine_startup": startup_error or "started under the expected D",
+               "refusal": None if probe is None else probe.wrong_deployment_refused}
+    return ("fail" if problems else "pass"), problems, details
+
+
+def check_records(identity: RunIdentity, results: dict[str, tuple[str, list[str], dict]], source: str) -> list[EvidenceRecord]:
+    """One ``runtime_config_check`` record per check, ids unique to this execution."""
+    stamp = re.sub(r"[^0-9]", "", identity.producer.started_at)
+    records = []
+    for obligation, (status, problems, details) in results.items():
+        verdict = "passed" if status == "pass" else f"{status}: " + "; ".join(problems)
+        records.append(EvidenceRecord(
+            id=f"{obligation}.{identity.key}.{stamp}", category="runtime_config_check", obligation=obligation,
+            status=status, summary=f"{obligation} ({source}) {verdict}"[:2000], producer=identity.producer,
+            deployment=identity.deployment, subjects=identity.subjects,
+            details={"source": source, "run_key": identity.key, "problems": problems, **details}))
+    return records
