@@ -72,7 +72,9 @@ class ModelSpec:
 
 
 def _field(config: dict[str, Any], name: str, kind: type, path: Path, default: Any = None) -> Any:
-    value = config.get(name, default)
+    value = config.get(name)
+    if value is None:  # absent or null: the Hugging Face default, when there is one
+        value = default
     if value is None:
         raise ModelConfigError(f"{path}: missing field {name!r}")
     if kind is float and isinstance(value, int) and not isinstance(value, bool):

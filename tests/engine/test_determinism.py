@@ -74,7 +74,8 @@ def test_chunk_budgets(tiny_dir, greedy_refs, budget):
 
 
 def test_prefix_reuse_in_one_engine_lifetime(tiny_dir, greedy_refs):
-    engine = LLM(tiny_dir, **SMALL_ENGINE).engine
+    # check mode on as well: its cold recomputations must not change any value
+    engine = LLM(tiny_dir, check_mode=True, **SMALL_ENGINE).engine
     outs = {}
     for i in (0, 5, 0, 7):  # donor, partial sharer, full repeat, long sharer
         rid = engine.add_request(PROMPTS[i], GREEDY)
