@@ -12,7 +12,7 @@ from kernels.shapes import preset
 from kernels.tensors import torch_dtype
 
 # Hypothesis for kernel tests: reproducible in CI, no deadline (shared 2-core machines).
-KERNEL_SETTINGS = settings(max_examples=12, deadline=None, derandomize=True, database=None,
+KERNEL_SETTINGS = settings(max_examples=25, deadline=None, derandomize=True, database=None,
                            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 

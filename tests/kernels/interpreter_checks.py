@@ -1,0 +1,218 @@
+"""The Triton kernels themselves, run by Triton's CPU interpreter at small shapes.
+
+Run as ``TRITON_INTERPRET=1 python -m tests.kernels.interpreter_checks``; prints one JSON object
+``{check: {"status": "ok" | "fail" | "unsupported", "detail": str}}``. test_interpreter.py runs it in a subprocess because
+the interpreter must be chosen before triton.language is imported.
+
+What the interpreter can and cannot show: it executes each program's tile operations with
+numpy, so it checks the kernels' indexing, masking, loop bounds and arithmetic, and invariance
+for kernels built from elementwise ops and ``tl.sum`` (every kernel but matmul). ``tl.dot`` is
+a numpy matmul of the tile, whose bits for a row may depend on the row's position inside the
+BLOCK_M tile (BLAS micro-kernel edges), so matmul invariance is checked only for rows at the
+same in-tile offset; on the GPU, tile-position independence of ``tl.dot`` is a trusted premise
+(checked empirically by tests/gpu). Two Triton 3.6 interpreter limits also apply: bf16
+``tl.dot`` operands are multiplied as raw uint16 bit patterns (bf16 matmul is reported
+unsupported), and fp32 -> bf16 casts truncate instead of rounding to nearest even, so bf16
+results are compared within tolerance, never bitwise, against the CPU path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from dataclasses import replace
+from typing import Callable
+
+import torch
+
+from kernels import configs, cpu_ops, metadata
+from kernels.attention import launch_paged_attention
+from kernels.embedding import launch_embedding
+from kernels.launch import require, use_plan
+from kernels.matmul import launch_matmul
+from kernels.plan import plan_for
+from kernels.rmsnorm import launch_rms_norm
+from kernels.rope import launch_rope
+from kernels.shapes import ModelShape
+from kernels.silu_mul import launch_silu_mul
+from kernels.store_kv import launch_store_kv
+from kernels.tensors import dtype_name
+from tests.kernels import reference
+from tests.kernels.attention_cases import Step, make_request, run_steps, schedule_failures
+from tests.kernels.invariance import Case, bits_equal, fill_rows, row_invariance_failures
+
+# Small enough for the interpreter: 2 query heads share 1 KV head, 8-slot pages.
+SHAPE = ModelShape(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=32,
+                   vocab_size=64, page_size=8)
+CASES = [Case(2, 0, "random", 1), Case(5, 3, "nan", 2), Case(9, 6, "huge", 3), Case(17, 0, "zero", 4)]
+
+
+def _dt(name: str) -> torch.dtype:
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16}[name]
+
+
+def triton_linear(x: torch.Tensor, weight: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    out_dtype = out_dtype or x.dtype
+    entry = require(configs.matmul_config(n=weight.shape[0], k=weight.shape[1], dtype=dtype_name(x.dtype),
+                                          has_bias=False, out_dtype=dtype_name(out_dtype)))
+    out = torch.empty(x.shape[0], weight.shape[0], dtype=out_dtype)
+    launch_matmul(x, weight, None, out, entry)
+    return out
+
+
+def triton_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, scale):
+    entry = require(configs.paged_attention_config(num_heads=q.shape[1], num_kv_heads=k_cache.shape[2],
+                                                   head_dim=q.shape[2], page_size=k_cache.shape[1], scale=scale,
+                                                   dtype=dtype_name(q.dtype)))
+    seq_idx, positions = metadata.attention_token_metadata(query_start_loc, seq_lens, q.shape[0])
+    out = torch.empty_like(q)
+    launch_paged_attention(q, k_cache, v_cache, block_table, seq_idx, positions, out, entry)
+    return out
+
+
+class Unsupported(Exception):
+    """The interpreter cannot run this check; the message says why."""
+
+
+def check_matmul(dtype: torch.dtype) -> str:
+    if dtype == torch.bfloat16:
+        raise Unsupported("Triton 3.6's interpreter multiplies bf16 tl.dot operands as their raw uint16 "
+                          "bit patterns (create_dot has no bf16 conversion); bf16 matmul runs in tests/gpu")
+    gen = torch.Generator().manual_seed(0)
+    x, w = fill_rows("random", (40, 32), dtype, gen), (torch.randn(64, 32, generator=gen) / 6).to(dtype)
+    got = triton_linear(x, w, torch.float32)
+    reference.assert_close(got, reference.linear(x, w), torch.float32, what="interpreted matmul")
+    block_m = configs.matmul_config(n=64, k=32, dtype=dtype_name(dtype), has_bias=False,
+                                    out_dtype="float32").constexpr_dict()["BLOCK_M"]
+    aligned = [Case(block_m + 3, block_m, "random", 5), Case(2 * block_m, 0, "nan", 6), Case(3, 0, "zero", 7)]
+    failures = row_invariance_failures(lambda rows: triton_linear(rows, w, torch.float32), (x[:2],),
+                                       lambda kind, n, g: (fill_rows(kind, (n, 32), dtype, g),), aligned)
+    assert not failures, failures
+    shifted = row_invariance_failures(lambda rows: triton_linear(rows, w, torch.float32), (x[:2],),
+                                      lambda kind, n, g: (fill_rows(kind, (n, 32), dtype, g),), [Case(9, 5, "random", 8)])
+    return f"same in-tile offset: equal; other offset: {'differs' if shifted else 'equal'} (not asserted)"
+
+
+def check_rowwise(dtype: torch.dtype) -> str:
+    gen = torch.Generator().manual_seed(1)
+    h, eps = SHAPE.hidden_size, SHAPE.rms_norm_eps
+    weight = (torch.rand(h, generator=gen) + 0.5).to(dtype)
+    entry = require(configs.rms_norm_config(hidden_size=h, eps=eps, has_residual=True, dtype=dtype_name(dtype)))
+
+    def norm(x, res):
+        out, res_out = torch.empty_like(x), torch.empty_like(x)
+        launch_rms_norm(x, res, weight, out, res_out, entry)
+        return out, res_out
+    selected = (fill_rows("random", (2, h), dtype, gen), fill_rows("random", (2, h), dtype, gen))
+    failures = row_invariance_failures(norm, selected, lambda k, n, g: (fill_rows(k, (n, h), dtype, g),) * 2, CASES)
+    out, res_out = norm(*selected)
+    cpu_out, cpu_res = torch.empty_like(out), torch.empty_like(out)
+    cpu_ops.rms_norm(*selected, weight, cpu_out, cpu_res, entry)
+    reference.assert_close(out, reference.rms_norm(*selected[:1], weight, eps, selected[1])[0], dtype, what="rms")
+    if dtype == torch.float32:  # the interpreter truncates fp32 -> bf16 casts (module docstring)
+        assert bits_equal(res_out, cpu_res), "residual_out differs from the CPU path"
+
+    silu_entry = require(configs.silu_mul_config(intermediate_size=SHAPE.intermediate_size, dtype=dtype_name(dtype)))
+
+    def silu(gu):
+        out = torch.empty(gu.shape[0], gu.shape[1] // 2, dtype=dtype)
+        launch_silu_mul(gu, out, silu_entry)
+        return out
+    gate_up = (fill_rows("random", (2, 64), dtype, gen) * 4,)
+    failures += row_invariance_failures(silu, gate_up, lambda k, n, g: (fill_rows(k, (n, 64), dtype, g),), CASES)
+    reference.assert_close(silu(*gate_up), reference.silu_mul(*gate_up), dtype, what="silu_mul")
+
+    rope_entry = require(configs.rope_config(head_dim=SHAPE.head_dim, dtype=dtype_name(dtype)))
+    table = reference.rope_table(64, SHAPE.head_dim, SHAPE.rope_theta)
+
+    def rope(x, positions):
+        out = torch.empty_like(x)
+        launch_rope(x, positions, table, out, rope_entry)
+        return out
+    qs = (fill_rows("random", (2, 2, 16), dtype, gen), torch.tensor([0, 63]))
+    failures += row_invariance_failures(
+        rope, qs, lambda k, n, g: (fill_rows(k, (n, 2, 16), dtype, g), torch.randint(0, 64, (n,), generator=g)), CASES)
+    reference.assert_close(rope(*qs), reference.rope(qs[0], qs[1], table), dtype, what="rope")
+
+    emb_entry = require(configs.embedding_config(vocab_size=64, hidden_size=h, dtype=dtype_name(dtype)))
+    emb_table = fill_rows("random", (64, h), dtype, gen)
+    ids = torch.tensor([5, 0, 63])
+    out = torch.empty(3, h, dtype=dtype)
+    launch_embedding(ids, emb_table, out, emb_entry)
+    assert bits_equal(out, emb_table[ids]), "embedding rows differ from the table"
+    assert not failures, failures
+    return "rms_norm, silu_mul, rope rows invariant; embedding exact"
+
+
+def check_store_kv(dtype: torch.dtype) -> str:
+    gen = torch.Generator().manual_seed(2)
+    entry = require(configs.store_kv_config(num_kv_heads=1, head_dim=16, page_size=8, dtype=dtype_name(dtype)))
+    k_cache, v_cache = torch.full((4, 8, 1, 16), float("nan"), dtype=dtype), torch.zeros(4, 8, 1, 16, dtype=dtype)
+    k, v = fill_rows("random", (5, 1, 16), dtype, gen), fill_rows("random", (5, 1, 16), dtype, gen)
+    slots = torch.tensor([31, 0, 9, 8, 17])
+    launch_store_kv(k, v, k_cache, v_cache, slots, entry)
+    assert bits_equal(k_cache.view(32, 1, 16)[slots], k) and bits_equal(v_cache.view(32, 1, 16)[slots], v)
+    untouched = torch.ones(32, dtype=torch.bool)
+    untouched[slots] = False
+    assert torch.isnan(k_cache.view(32, 16)[untouched]).all() and (v_cache.view(32, 16)[untouched] == 0).all()
+    return "slots written exactly, others untouched"
+
+
+def check_attention(dtype: torch.dtype) -> str:
+    scale = SHAPE.head_dim ** -0.5
+    request = make_request(19, 2, 1, 16, dtype, torch.Generator().manual_seed(3))
+    got = run_steps([Step(request, 0, 19)], page_size=8, scale=scale, gen=torch.Generator().manual_seed(3),
+                    attention=triton_attention)[0]
+    reference.assert_close(got, reference.attention(request, scale), dtype, what="interpreted attention")
+    other = make_request(9, 2, 1, 16, dtype, torch.Generator().manual_seed(4), fill="nan")
+    chunks = [(0, 8), (8, 13), (13, 14), (14, 19)]  # a page-aligned chunk, a ragged one, decode steps
+    companions = [[], [Step(other, 0, 9)], [Step(other, 3, 4)], []]
+    failures = schedule_failures(request, chunks, companions, [0, 1, 0, 0], page_size=8, scale=scale, seed=3,
+                                 poison="nan", attention=triton_attention)
+    assert not failures, failures
+    return "prefill = chunked = decode bitwise, NaN neighbours and poisoned slots ignored"
+
+
+CHECKS: dict[str, Callable[[torch.dtype], str]] = {
+    "matmul": check_matmul, "rowwise": check_rowwise, "store_kv": check_store_kv, "attention": check_attention}
+DTYPES = ("float32", "bfloat16")
+
+
+def _allow_scalar_loop_bounds() -> None:
+    """Triton 3.6's interpreter turns a loaded scalar (a 1-element numpy array) into a Python int
+    with ``int(array)``, which NumPy 2 rejects; attention's loop bound is such a scalar."""
+    import triton.runtime.interpreter as interpreter
+
+    original = interpreter._patch_lang_tensor
+
+    def patched(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+    interpreter._patch_lang_tensor = patched
+
+
+def main() -> int:
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        print("run with TRITON_INTERPRET=1 (the interpreter is chosen at import time)", file=sys.stderr)
+        return 2
+    _allow_scalar_loop_bounds()
+    torch.set_num_threads(1)
+    results = {}
+    for dtype_label in DTYPES:
+        with use_plan(plan_for(replace(SHAPE, dtype=dtype_label))):
+            for name, check in CHECKS.items():
+                label = f"{name}-{dtype_label}"
+                try:
+                    results[label] = {"status": "ok", "detail": check(_dt(dtype_label))}
+                except Unsupported as reason:
+                    results[label] = {"status": "unsupported", "detail": str(reason)}
+                except Exception:  # every failure is reported, the other checks still run
+                    results[label] = {"status": "fail", "detail": traceback.format_exc()}
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
