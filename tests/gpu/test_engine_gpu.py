@@ -75,7 +75,7 @@ def test_chunk_budgets(llama_dir, prompts, singletons, budget):
 
 
 def test_prefix_reuse_and_preemption(llama_dir, prompts, singletons):
-    engine = LLMEngine(llama_dir, EngineConfig(**{**ENGINE, "num_pages": 40}))
+    engine = LLMEngine(llama_dir, EngineConfig(**{**ENGINE, "num_pages": 34}))
     ids = [engine.add_request(p, GREEDY) for p in prompts + prompts]
     preempted, done = 0, {}
     while engine.has_unfinished():
