@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any
 
 from assurance.render import legend, tables
+from assurance.render.fragments import Links
 from assurance.render.model import EvidenceModel, NodeModel, ReportModel, ScopeModel
 from assurance.render.safe import anchor_id, clean_text, short_digest
 from assurance.render.tree import tree_rows
@@ -82,6 +83,7 @@ def scope_context(scope: ScopeModel, node_prefix: str, evidence_prefix: str) -> 
         "evidence_prefix": evidence_prefix,
         "by_id": by_id,
         "evidence_ids": evidence_ids,
+        "links": Links(node_prefix, evidence_prefix, by_id, evidence_ids),
         "verdicts": [_verdict(by_id[c], scope) for c in scope.top_claims],
         "metrics": _metrics(scope),
         "attention": _attention(scope),

@@ -15,6 +15,8 @@ from markupsafe import Markup
 
 import templates as _package_templates
 from assurance.render import safe
+from assurance.render.fragments import badge, long_text
+from assurance.render.rows import index_row, kv, review_badge, status_tokens, tree_row
 
 __all__ = ["PACKAGE_TEMPLATE_DIR", "make_environment", "read_asset"]
 
@@ -52,6 +54,13 @@ def make_environment(template_dir: Path | None = None) -> jinja2.Environment:
     env.filters["anchor"] = safe.anchor_id
     env.filters["url"] = safe.safe_url
     env.filters["preview"] = safe.preview
+    env.globals["long"] = long_text
+    env.globals["badge"] = badge
+    env.globals["status_tokens"] = status_tokens
+    env.globals["index_row"] = index_row
+    env.globals["tree_row"] = tree_row
+    env.globals["review_badge"] = review_badge
+    env.globals["kv"] = kv
     return env
 
 

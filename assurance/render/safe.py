@@ -41,6 +41,8 @@ def clean_text(value: Any) -> str:
     >>> clean_text(None)
     ''
     """
+    if type(value) is str:
+        return _UNSAFE_CHARS.sub(_visible_escape, value) if _UNSAFE_CHARS.search(value) else value
     if value is None:
         return ""
     if isinstance(value, bytes):
@@ -108,12 +110,17 @@ def script_json(value: Any) -> Markup:
     return Markup(text)  # noqa: S704 - every markup-significant character is escaped above
 
 
+_PLAIN_ID = re.compile(r"[A-Za-z0-9.\-]*\Z")
+
+
 def anchor_id(prefix: str, key: str) -> str:
     """An injective, HTML- and URL-fragment-safe id: ``[A-Za-z0-9.-]`` kept, the rest ``_xx``.
 
     >>> anchor_id("n", "G1/a b")
     'n-G1_2fa_20b'
     """
+    if _PLAIN_ID.match(key):
+        return f"{prefix}-{key}"
     out = []
     for ch in key:
         if ch.isascii() and (ch.isalnum() or ch in ".-"):

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 from assurance.render.model import EvidenceModel, NodeModel
 from assurance.render.safe import clean_text
 
-__all__ = ["KernelProofRow", "SuiteRow", "kernel_proof_rows", "runtime_check_rows", "suite_rows",
+__all__ = ["KernelProofRow", "CheckRow", "SuiteRow", "kernel_proof_rows", "runtime_check_rows", "suite_rows",
            "trusted_rows", "detail", "MAX_WITNESSES"]
 
 MAX_WITNESSES = 5
@@ -32,12 +32,20 @@ def detail(item: EvidenceModel, *keys: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class KernelProofRow:
-    item: EvidenceModel
+    """The proofs of one kernel at one configuration: the latest one's facts, and counts."""
+
+    item: EvidenceModel  # the latest proof (by production time, then id)
     kernel: str
     configuration: str
     verifier_version: str
     num_obligations: str
     time_s: str
+    counts: dict[str, int]
+    num_items: int
+
+    @property
+    def is_passing(self) -> bool:
+        return self.item.status == "pass" and not self.item.is_stale
 
 
 def _count(value: Any) -> str:
@@ -46,30 +54,53 @@ def _count(value: Any) -> str:
     return clean_text(value)
 
 
+def _latest(items: list[EvidenceModel]) -> EvidenceModel:
+    return max(items, key=lambda i: (i.produced_at, i.item_id))
+
+
 def kernel_proof_rows(items: Iterable[EvidenceModel]) -> list[KernelProofRow]:
-    """One row per kernel proof, ordered by kernel then configuration."""
-    rows = []
+    """One row per (kernel, configuration), failing or stale ones first, then by kernel."""
+    groups: dict[tuple[str, str], list[EvidenceModel]] = defaultdict(list)
     for item in items:
-        if item.category != "kernel_proof":
-            continue
-        obligations = next((item.details[k] for k in ("num_obligations", "obligations")
-                            if k in item.details), "")
-        time_s = detail(item, "time_s", "elapsed_s", "duration_s", "solver_time_s")
+        if item.category == "kernel_proof":
+            kernel = detail(item, "kernel", "kernel_name") or clean_text(item.obligation)
+            groups[(kernel, detail(item, "configuration", "config", "launch_config"))].append(item)
+    rows = []
+    for (kernel, configuration), members in groups.items():
+        latest = _latest(members)
+        obligations = next((latest.details[k] for k in ("num_obligations", "obligations")
+                            if k in latest.details), "")
         rows.append(KernelProofRow(
-            item=item,
-            kernel=detail(item, "kernel", "kernel_name") or item.obligation,
-            configuration=detail(item, "configuration", "config", "launch_config"),
-            verifier_version=detail(item, "verifier_version") or clean_text(item.producer_version),
+            item=latest, kernel=kernel, configuration=configuration,
+            verifier_version=detail(latest, "verifier_version") or clean_text(latest.producer_version),
             num_obligations=_count(obligations),
-            time_s=time_s,
-        ))
-    return sorted(rows, key=lambda r: (r.kernel, r.configuration, r.item.item_id))
+            time_s=detail(latest, "time_s", "elapsed_s", "duration_s", "solver_time_s"),
+            counts=dict(sorted(Counter(i.status for i in members).items())), num_items=len(members)))
+    return sorted(rows, key=lambda r: (r.is_passing, r.kernel, r.configuration))
 
 
-def runtime_check_rows(items: Iterable[EvidenceModel]) -> list[EvidenceModel]:
-    """Runtime configuration checks, failing ones first."""
-    checks = [i for i in items if i.category == "runtime_config_check"]
-    return sorted(checks, key=lambda i: (i.status == "pass", i.obligation, i.item_id))
+@dataclass(frozen=True, slots=True)
+class CheckRow:
+    """The runs of one runtime check (one obligation): the latest one, and counts."""
+
+    item: EvidenceModel
+    counts: dict[str, int]
+    num_items: int
+
+    @property
+    def is_passing(self) -> bool:
+        return self.item.status == "pass" and not self.item.is_stale
+
+
+def runtime_check_rows(items: Iterable[EvidenceModel]) -> list[CheckRow]:
+    """One row per runtime check obligation, failing or stale ones first."""
+    groups: dict[str, list[EvidenceModel]] = defaultdict(list)
+    for item in items:
+        if item.category == "runtime_config_check":
+            groups[item.obligation].append(item)
+    rows = [CheckRow(_latest(m), dict(sorted(Counter(i.status for i in m).items())), len(m))
+            for m in groups.values()]
+    return sorted(rows, key=lambda r: (r.is_passing, r.item.obligation))
 
 
 @dataclass(frozen=True, slots=True)
