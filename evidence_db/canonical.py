@@ -16,9 +16,13 @@ __all__ = ["canonical_json", "sha256_digest", "digest_of", "file_digest", "DIGES
 DIGEST_PREFIX = "sha256:"
 
 
+# One encoder instance: json.dumps with non-default options builds a new encoder per call.
+_CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def canonical_json(value: Any) -> str:
     """Encode ``value`` as canonical JSON (sorted keys, compact, no NaN)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _CANONICAL_ENCODER.encode(value)
 
 
 def sha256_digest(data: bytes) -> str:

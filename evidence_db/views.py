@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-__all__ = ["SubjectView", "EvidenceView", "DeploymentView", "ReviewView"]
+__all__ = ["SubjectView", "EvidenceView", "DeploymentView", "ReviewView", "IngestResult", "ChainFault", "ChainReport"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,3 +57,42 @@ class ReviewView:
     created_at: str
     expires: date | None = None
     seq: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    """What one ingest did: records appended, and records already stored with identical content."""
+
+    added: int
+    unchanged: int
+
+    def __add__(self, other: IngestResult) -> IngestResult:
+        return IngestResult(self.added + other.added, self.unchanged + other.unchanged)
+
+
+@dataclass(frozen=True, slots=True)
+class ChainFault:
+    """One place where the stored hash chain does not verify."""
+
+    seq: int  # chain position of the bad (or missing) row
+    kind: str  # "evidence" | "review" | "missing" | "head"
+    key: str  # the evidence record id or the review target; "" for a missing row
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChainReport:
+    """The result of recomputing the hash chain over every evidence item and review."""
+
+    num_rows: int  # rows checked
+    head_seq: int  # what the chain head says
+    head_digest: str
+    faults: tuple[ChainFault, ...] = ()  # in seq order, capped
+
+    @property
+    def is_intact(self) -> bool:
+        return not self.faults
+
+    @property
+    def first_bad(self) -> ChainFault | None:
+        return self.faults[0] if self.faults else None

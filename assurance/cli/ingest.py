@@ -1,9 +1,64 @@
-"""`bitcase` commands of this group (being built)."""
+"""`bitcase ingest`: load evidence bundles and JUnit XML reports into the evidence store."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from assurance.cli._common import DbOption, JsonOption, err_console
+from assurance.cli.db import store_errors
+
+
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(
+        help="Bundles (*.jsonl, *.json), JUnit XML reports (*.xml), or directories of them.", show_default=False)],
+    db: DbOption = None,
+    obligation: Annotated[list[str] | None, typer.Option(
+        "--obligation", metavar="TESTID_GLOB=OBLIGATION",
+        help="JUnit only: obligation for test ids (classname.name) matching the glob; repeatable, first match "
+             "wins; a testcase property `obligation` takes precedence.")] = None,
+    deployment: Annotated[Path | None, typer.Option(
+        "--deployment", metavar="FILE.json",
+        help='JUnit only: the deployment configuration the tests ran under, {"fields": {...}}; default: the '
+             "testsuite property bitcase.deployment.")] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Ingest evidence into the store in one transaction: a bad record stores nothing (exit 2).
+
+    Re-ingesting identical records is a no-op; a stored record id with different content is an
+    error. The summary goes to stderr; --json prints the counts to stdout.
+    """
+    from assurance.settings import resolve_db_url
+    from evidence_db.ingest import expand_paths, ingest_paths, load_deployment_file, parse_obligation_map
+    from evidence_db.reader import sniff_kind
+    from evidence_db.session import open_session, store_label
+
+    url = resolve_db_url(db)
+    with store_errors():
+        files = expand_paths(paths)
+        mapping = parse_obligation_map(obligation or [])
+        deployment_obj = load_deployment_file(deployment) if deployment is not None else None
+        if (mapping or deployment_obj) and not any(sniff_kind(f) == "junit" for f in files):
+            err_console.print("[yellow]note:[/] --obligation and --deployment apply to JUnit XML only; "
+                              "bundles carry their own")
+        with open_session(url, write=True) as session:
+            results = ingest_paths(session=session, paths=files, obligation_map=mapping, deployment=deployment_obj)
+    added = sum(r.added for _, r in results)
+    unchanged = sum(r.unchanged for _, r in results)
+    for path, result in results:
+        err_console.print(f"{path}: {result.added} added, {result.unchanged} unchanged", highlight=False)
+    err_console.print(f"[bold]ingested[/] {added} added, {unchanged} unchanged into {store_label(url)}",
+                      highlight=False)
+    if json_output:
+        typer.echo(json.dumps({
+            "store": store_label(url), "added": added, "unchanged": unchanged,
+            "files": [{"path": str(p), "added": r.added, "unchanged": r.unchanged} for p, r in results],
+        }))
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the main app."""
+    """Add the top-level `ingest` command to the main app."""
+    app.command("ingest")(ingest)

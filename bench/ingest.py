@@ -1,0 +1,124 @@
+"""Benchmark the evidence store: ingest 100,000 realistic items into a fresh SQLite file, then verify.
+
+    python bench/ingest.py [--items 100000] [--runs 3]
+
+Writes one JSONL bundle (not timed), then for each run, in a fresh process and a fresh store:
+times ``ingest_paths`` (parse, validate, digest, insert, commit: what ``bitcase ingest`` does
+after start-up) and ``verify_chain`` (what ``bitcase audit verify`` does), and reads the peak
+resident memory of that process. Prints each run and the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from evidence_db.bundle import Deployment, EvidenceRecord, Producer, Subject, write_bundle
+from evidence_db.canonical import sha256_digest
+
+KERNELS = ("embedding", "rmsnorm", "matmul", "rope", "paged_attention", "silu_mul", "residual_add", "logits")
+
+
+def _deployment() -> Deployment:
+    plan = [{"kernel": k, "config": {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2},
+             "digest": sha256_digest(k.encode())} for k in KERNELS]
+    return Deployment({
+        "weights_digest": sha256_digest(b"weights"), "dtype": "bfloat16", "accum_dtype": "float32",
+        "gpu": "NVIDIA H200", "driver": "560.35.03", "cuda": "12.6", "torch": "2.13.0", "triton": "3.6.0",
+        "cpu_threads": 16, "page_size": 16, "max_num_seqs": 64, "max_num_batched_tokens": 4096,
+        "kernel_plan": plan,
+    })
+
+
+def make_records(num_items: int, seed: int = 0) -> list[EvidenceRecord]:
+    """A mix of the four categories, shaped like what the producers emit."""
+    rng = random.Random(seed)
+    deployment = _deployment()
+    producers = [Producer(tool=tool, version="0.1.0", command=f"{tool} --suite full", host="gpu-node-3",
+                          accelerator="NVIDIA H200", started_at="2025-06-01T10:00:00.000000Z",
+                          finished_at="2025-06-01T11:30:00.000000Z")
+                 for tool in ("bitcase verify", "bitcase compare", "bitcase check-config", "pytest")]
+    categories = ("kernel_proof", "test_result", "runtime_config_check", "trusted_contract_translation")
+    records = []
+    for i in range(num_items):
+        kind = i % 4
+        kernel = KERNELS[i % len(KERNELS)]
+        subjects = tuple(Subject(f"code:kernels/{k}.py", sha256_digest(k.encode())) for k in (kernel, "plan"))
+        if kind == 0:
+            details = {"kernel": kernel, "config": {"BLOCK_M": 64, "BLOCK_N": 64}, "verifier": "0.1.0",
+                       "solver_s": round(rng.uniform(0.1, 30), 3), "obligations_discharged": rng.randint(10, 400)}
+        elif kind == 1:
+            details = {"suite": "batching", "prompt_len": rng.randint(1, 2048), "group": rng.choice((2, 4, 8)),
+                       "order": rng.choice(("forward", "reversed", "shuffled")), "max_abs_diff": 0.0,
+                       "first_mismatch": None, "logits_digest": sha256_digest(str(i).encode())}
+        elif kind == 2:
+            details = {"check": "launch_in_sealed_plan", "kernel": kernel, "launches": rng.randint(1, 10**6)}
+        else:
+            details = {"rationale": "Triton compiler lowers the verified tile program faithfully", "item": kernel}
+        records.append(EvidenceRecord(
+            id=f"{categories[kind]}:{kernel}:{i:07d}", category=categories[kind], obligation=f"G{i % 37}",
+            status="pass" if rng.random() > 0.02 else "fail", summary=f"{categories[kind]} for {kernel} #{i}",
+            producer=producers[kind], deployment=deployment, subjects=subjects, details=details,
+            produced_at="2025-06-01T10:15:00.000000Z"))
+    return records
+
+
+def run_once(bundle: Path, db_file: Path) -> dict[str, float]:
+    """One measured run in this process: fresh store, ingest the bundle, verify the chain."""
+    from evidence_db.ingest import ingest_paths
+    from evidence_db.migrate import upgrade
+    from evidence_db.session import open_session
+    from evidence_db.verify import verify_chain
+
+    url = f"sqlite:///{db_file}"
+    upgrade(url)
+    start = time.perf_counter()
+    with open_session(url, write=True) as session:
+        [(_, result)] = ingest_paths(session=session, paths=[bundle])
+    ingest_s = time.perf_counter() - start
+    start = time.perf_counter()
+    with open_session(url) as session:
+        report = verify_chain(session=session)
+    verify_s = time.perf_counter() - start
+    assert report.is_intact and report.num_rows == result.added, report
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"items": result.added, "ingest_s": ingest_s, "items_per_s": result.added / ingest_s,
+            "verify_s": verify_s, "peak_rss_mib": peak_kib / 1024}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--child", nargs=2, metavar=("BUNDLE", "DB"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(run_once(Path(args.child[0]), Path(args.child[1]))))
+        return
+    with tempfile.TemporaryDirectory(prefix="bitcase-bench-") as tmp:
+        bundle = Path(tmp) / "bench.jsonl"
+        write_bundle(bundle, make_records(args.items))
+        print(f"bundle: {args.items} items, {bundle.stat().st_size / 2**20:.1f} MiB", file=sys.stderr)
+        runs = []
+        for index in range(args.runs):
+            out = subprocess.run([sys.executable, __file__, "--child", str(bundle), str(Path(tmp) / f"run{index}.db")],
+                                 capture_output=True, text=True, check=True)
+            runs.append(json.loads(out.stdout))
+            print(json.dumps(runs[-1]), file=sys.stderr)
+    median = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    print(f"ingest: {median['items_per_s']:,.0f} items/s ({median['ingest_s']:.2f} s for {int(median['items']):,} items)")
+    print(f"audit verify: {median['verify_s']:.2f} s")
+    print(f"peak memory (RSS): {median['peak_rss_mib']:.0f} MiB")
+    print(f"median of {args.runs} runs")
+
+
+if __name__ == "__main__":
+    main()

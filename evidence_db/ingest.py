@@ -1,0 +1,103 @@
+"""Ingesting files: bundles (JSONL, JSON) and JUnit XML, all in the caller's one transaction.
+
+:func:`ingest_paths` is what ``bitcase ingest`` runs; any bad record raises a
+:class:`~evidence_db.errors.BundleError` naming file, line or record, and field, and the
+caller's rollback leaves the store as it was.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from sqlalchemy.orm import Session
+
+from evidence_db.errors import BundleError
+from evidence_db.junit import junit_records, parse_deployment_json
+from evidence_db.prepare import PreparedRecord, Preparer
+from evidence_db.reader import iter_json, iter_jsonl, sniff_kind
+from evidence_db.store import ingest_prepared
+from evidence_db.views import IngestResult
+
+__all__ = ["ingest_paths", "expand_paths", "parse_obligation_map", "load_deployment_file", "INPUT_SUFFIXES"]
+
+INPUT_SUFFIXES = (".jsonl", ".ndjson", ".json", ".xml")
+MAX_DEPLOYMENT_FILE_BYTES = 16 * 1024 * 1024
+
+
+def expand_paths(paths: Sequence[Path]) -> list[Path]:
+    """Files to ingest: files as given, directories expanded to their bundles and reports (sorted)."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.suffix.lower() in INPUT_SUFFIXES and p.is_file())
+            if not found:
+                raise BundleError("directory holds no bundles or reports", where=str(path),
+                                  hint="bitcase ingest reads *.jsonl, *.ndjson, *.json and *.xml files")
+            files.extend(found)
+        elif path.exists():
+            files.append(path)
+        else:
+            raise BundleError("no such file or directory", where=str(path), hint="check the path")
+    unique: dict[Path, Path] = {}
+    for path in files:
+        unique.setdefault(path.resolve(), path)
+    return list(unique.values())
+
+
+def parse_obligation_map(specs: Sequence[str]) -> list[tuple[str, str]]:
+    """``["tests.engine.*=G2", …]`` as ``[(glob, obligation), …]``, in the order given."""
+    pairs = []
+    for spec in specs:
+        glob, sep, obligation = spec.rpartition("=")
+        if not sep or not glob.strip() or not obligation.strip():
+            raise BundleError(f"--obligation {spec!r} is not TESTID_GLOB=OBLIGATION",
+                              hint="e.g. --obligation 'tests.engine.test_sched.*=G_scheduler'")
+        pairs.append((glob.strip(), obligation.strip()))
+    return pairs
+
+
+def load_deployment_file(path: Path) -> dict[str, Any]:
+    """The deployment object of a ``--deployment FILE.json`` (``{"fields": {...}, "digest"?: …}``)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_DEPLOYMENT_FILE_BYTES + 1)
+    except OSError as exc:
+        raise BundleError(f"cannot read deployment file: {exc.strerror}", where=str(path)) from None
+    if len(raw) > MAX_DEPLOYMENT_FILE_BYTES:
+        raise BundleError(f"deployment file is larger than {MAX_DEPLOYMENT_FILE_BYTES} bytes", where=str(path))
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise BundleError(f"deployment file is not valid UTF-8 JSON: {exc}", where=str(path),
+                          hint='write {"fields": {...}} as UTF-8 JSON') from None
+    return parse_deployment_json(value, str(path))
+
+
+def _prepared(path: Path, obligation_map: Sequence[tuple[str, str]],
+              deployment: dict[str, Any] | None) -> Iterator[PreparedRecord]:
+    kind = sniff_kind(path)
+    if kind == "junit":
+        raw = junit_records(path, obligation_map=obligation_map, deployment=deployment)
+    elif kind == "json":
+        raw = iter_json(path)
+    else:
+        raw = iter_jsonl(path)
+    prepare = Preparer()
+    for where, record in raw:
+        yield prepare(record, where)
+
+
+def ingest_paths(*, session: Session, paths: Sequence[Path], obligation_map: Sequence[tuple[str, str]] = (),
+                 deployment: dict[str, Any] | None = None) -> list[tuple[Path, IngestResult]]:
+    """Ingest each file into the session's transaction; return what each file added.
+
+    ``obligation_map`` and ``deployment`` apply to JUnit reports only (bundles carry both).
+    Does not commit: use ``open_session(url, write=True)`` so that all files land together
+    or, on any error, none do.
+    """
+    results = []
+    for path in expand_paths(paths):
+        results.append((path, ingest_prepared(session=session, records=_prepared(path, obligation_map, deployment))))
+    return results

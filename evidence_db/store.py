@@ -1,0 +1,108 @@
+"""Data access for evidence: append records, read them back as views.
+
+Every function takes keyword-only arguments and a :class:`~sqlalchemy.orm.Session` from
+:func:`evidence_db.session.open_session` (use ``write=True`` to append). They neither commit
+nor roll back: the session's owner decides, so a whole ``bitcase ingest`` is one transaction.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from typing import Any, Iterable
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from evidence_db.appender import ChainAppender
+from evidence_db.bundle import EvidenceRecord
+from evidence_db.chain import iso_utc
+from evidence_db.models import Deployment, EvidenceItem, ProducerRun, Subject
+from evidence_db.bundle import SCHEMA_ID
+from evidence_db.prepare import PreparedRecord, Preparer
+from evidence_db.verify import raw_id
+from evidence_db.views import DeploymentView, EvidenceView, IngestResult, SubjectView
+
+__all__ = ["ingest_records", "ingest_prepared", "load_evidence", "list_deployments", "BATCH_SIZE"]
+
+BATCH_SIZE = 2000  # records per executemany; bounds memory when streaming huge bundles
+
+
+def ingest_prepared(*, session: Session, records: Iterable[PreparedRecord]) -> IngestResult:
+    """Append prepared records in batches to the hash chain; see :func:`ingest_records`."""
+    appender = ChainAppender(session)
+    total = IngestResult(0, 0)
+    iterator = iter(records)
+    while batch := list(itertools.islice(iterator, BATCH_SIZE)):
+        total += appender.append_evidence(batch)
+    appender.finish()
+    return total
+
+
+def ingest_records(*, session: Session, records: Iterable[EvidenceRecord]) -> IngestResult:
+    """Append evidence records to the store in the session's transaction.
+
+    Each record is validated against bundle schema v1 and appended to the hash chain in input
+    order. A record whose id is already stored with the same content digest is a no-op
+    (counted in ``unchanged``); the same id with different content raises
+    :class:`~evidence_db.errors.RecordConflict`, and a bad record raises
+    :class:`~evidence_db.errors.BundleError`. Callers roll back on those (``open_session``
+    does), so a failed call stores nothing.
+    """
+    prepare = Preparer()
+    prepared = (prepare(_json_dict(record), f"record {index + 1}") for index, record in enumerate(records))
+    return ingest_prepared(session=session, records=prepared)
+
+
+def _json_dict(record: EvidenceRecord) -> dict[str, Any]:
+    """``record.to_json_dict()`` without its deep copy (nothing downstream mutates it)."""
+    if not isinstance(record, EvidenceRecord):
+        raise TypeError(f"ingest_records takes EvidenceRecord objects, not {type(record).__name__}")
+    p, d = record.producer, record.deployment
+    return {
+        "schema": SCHEMA_ID, "id": record.id, "category": record.category, "obligation": record.obligation,
+        "status": record.status, "summary": record.summary,
+        "producer": {"tool": p.tool, "version": p.version, "command": p.command, "host": p.host,
+                     "accelerator": p.accelerator, "started_at": p.started_at, "finished_at": p.finished_at},
+        "deployment": {"fields": d.fields, "digest": d.digest},
+        "subjects": [{"uri": s.uri, "sha256": s.sha256} for s in record.subjects],
+        "details": record.details, "produced_at": record.produced_at,
+    }
+
+
+def load_evidence(*, session: Session, deployment_digest: str | None = None) -> list[EvidenceView]:
+    """Every stored evidence item in chain (ingest) order, optionally only those of one deployment."""
+    query = (select(raw_id(EvidenceItem.id), EvidenceItem.record_id, EvidenceItem.category, EvidenceItem.obligation,
+                    EvidenceItem.status, EvidenceItem.summary, EvidenceItem.details, EvidenceItem.produced_at,
+                    EvidenceItem.content_digest, EvidenceItem.seq, Deployment.digest, ProducerRun.tool,
+                    ProducerRun.version)
+             .join(Deployment, EvidenceItem.deployment_id == Deployment.id)
+             .join(ProducerRun, EvidenceItem.producer_id == ProducerRun.id)
+             .order_by(EvidenceItem.seq))
+    subject_query = (select(raw_id(Subject.evidence_id), Subject.uri, Subject.sha256)
+                     .join(EvidenceItem, Subject.evidence_id == EvidenceItem.id)
+                     .order_by(Subject.evidence_id, Subject.position))
+    if deployment_digest is not None:
+        query = query.where(Deployment.digest == deployment_digest)
+        subject_query = (subject_query.join(Deployment, EvidenceItem.deployment_id == Deployment.id)
+                         .where(Deployment.digest == deployment_digest))
+    subjects: dict[object, list[SubjectView]] = defaultdict(list)
+    for evidence_id, uri, sha in session.execute(subject_query).tuples():
+        subjects[evidence_id].append(SubjectView(uri=uri, sha256=sha))
+    views = []
+    for (item_id, record_id, category, obligation, status, summary, details, produced_at, content_digest, seq,
+         deployment, tool, version) in session.execute(query).tuples():
+        views.append(EvidenceView(
+            item_id=record_id, category=category, obligation=obligation, status=status, summary=summary,
+            deployment_digest=deployment, produced_at=produced_at, content_digest=content_digest,
+            producer_tool=tool, producer_version=version, subjects=tuple(subjects.get(item_id, ())),
+            details=details, seq=seq))
+    return views
+
+
+def list_deployments(*, session: Session) -> list[DeploymentView]:
+    """Every deployment configuration evidence was ingested under, oldest first."""
+    rows = session.execute(select(Deployment.digest, Deployment.fields, Deployment.first_seen)
+                           .order_by(Deployment.first_seen, Deployment.digest))
+    return [DeploymentView(digest=digest, fields=fields, first_seen=iso_utc(first_seen))
+            for digest, fields, first_seen in rows.tuples()]

@@ -1,0 +1,262 @@
+"""A small JSON Schema validator for the bundle schema, compiled once into closures.
+
+It implements the keywords ``evidence_db/schema/evidence-v1.json`` uses (type, const, enum,
+required, properties, additionalProperties: false, items, maxItems, minLength, maxLength,
+pattern, format: date-time, local ``$ref``) and refuses a schema that uses any other, so the
+shipped schema and the checks applied can never silently differ. Each schema node compiles
+to one closure; the dotted path of a field is only spelt out when something is wrong, which
+keeps validation cheap enough for 100,000-record bundles.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from datetime import datetime
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Callable
+
+__all__ = ["SchemaViolation", "compile_schema", "evidence_schema", "validate_evidence", "evidence_part_checks",
+           "json_type_name"]
+
+Path = tuple[str | int, ...]
+Check = Callable[[Any, Path], None]
+
+SUPPORTED = {"type", "const", "enum", "required", "properties", "additionalProperties", "items", "maxItems",
+             "minLength", "maxLength", "pattern", "format", "$ref"}
+ANNOTATIONS = {"$schema", "$id", "$defs", "title", "description"}
+MAX_REMEMBERED = 4096  # valid strings remembered per schema node
+PY_TYPES: dict[str, tuple[type, ...]] = {"object": (dict,), "array": (list,), "string": (str,), "integer": (int,),
+                                         "number": (int, float), "boolean": (bool,), "null": (type(None),)}
+
+
+def json_type_name(value: Any) -> str:
+    """The JSON name of a Python value's type."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    for name in ("integer", "number", "string", "array", "object"):
+        if isinstance(value, PY_TYPES[name]):
+            return name
+    return type(value).__name__
+
+
+def format_path(path: Path) -> str:
+    """``("producer", "version")`` → ``producer.version``; ``("subjects", 0, "uri")`` → ``subjects[0].uri``."""
+    text = ""
+    for key in path:
+        text += f"[{key}]" if isinstance(key, int) else (f".{key}" if text else key)
+    return text
+
+
+class SchemaViolation(Exception):
+    """A value that does not match the schema: where (dotted path), what, and how to fix it."""
+
+    def __init__(self, path: Path | str, message: str, hint: str) -> None:
+        self.path = path if isinstance(path, str) else format_path(path)
+        super().__init__(f"{self.path or '<record>'}: {message}")
+        self.message = message
+        self.hint = hint
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    if isinstance(value, (dict, list)):
+        return json_type_name(value)
+    text = json.dumps(value, ensure_ascii=True, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _is_type(value: Any, type_name: str) -> bool:
+    if isinstance(value, bool):
+        return type_name == "boolean"
+    return isinstance(value, PY_TYPES[type_name])
+
+
+def compile_schema(schema: dict[str, Any], root: dict[str, Any] | None = None) -> Check:
+    """Compile a schema node into ``check(value, path)``, raising :class:`SchemaViolation`."""
+    root = schema if root is None else root
+    unknown = set(schema) - SUPPORTED - ANNOTATIONS
+    if unknown:
+        raise ValueError(f"schema keywords {sorted(unknown)} are not supported by this validator")
+    if "$ref" in schema:
+        ref = schema["$ref"]
+        if not ref.startswith("#/$defs/") or len(schema.keys() - ANNOTATIONS) > 1:
+            raise ValueError(f"only a lone local #/$defs/ reference is supported, not {schema}")
+        target = dict(root["$defs"][ref.removeprefix("#/$defs/")])
+        if "description" in schema:
+            target["description"] = schema["description"]
+        return compile_schema(target, root)
+    hint = schema.get("description", "")
+    shaped, tests_type = (_string_check(schema, hint) or _object_check(schema, root)
+                          or _array_check(schema, root, hint) or (None, False))
+    type_check = None if tests_type else _type_check(schema, hint)
+    checks = [c for c in (type_check, _value_check(schema, hint), shaped) if c is not None]
+    if len(checks) == 1:
+        return checks[0]
+
+    def check(value: Any, path: Path) -> None:
+        for one in checks:
+            one(value, path)
+    return check
+
+
+def _type_check(schema: dict[str, Any], hint: str) -> Check | None:
+    if "type" not in schema:
+        return None
+    type_name = schema["type"]
+
+    def check_type(value: Any, path: Path) -> None:
+        if not _is_type(value, type_name):
+            raise SchemaViolation(path, f"expected {type_name}, got {json_type_name(value)} {_show(value)}",
+                                  hint or f"write a JSON {type_name} here")
+    return check_type
+
+
+def _value_check(schema: dict[str, Any], hint: str) -> Check | None:
+    if "const" in schema:
+        const = schema["const"]
+
+        def check_const(value: Any, path: Path) -> None:
+            if value != const or type(value) is not type(const):
+                raise SchemaViolation(path, f"must be {_show(const)}, got {_show(value)}", hint or f"write {_show(const)}")
+        return check_const
+    if "enum" in schema:
+        allowed = tuple(schema["enum"])
+        allowed_set = frozenset(allowed)
+
+        def check_enum(value: Any, path: Path) -> None:
+            if not isinstance(value, str) or value not in allowed_set:
+                close = difflib.get_close_matches(str(value), allowed, n=1)
+                suggestion = f" (did you mean {close[0]!r}?)" if close else ""
+                raise SchemaViolation(path, f"{_show(value)} is not allowed{suggestion}",
+                                      "use one of: " + ", ".join(allowed))
+        return check_enum
+    return None
+
+
+def _string_check(schema: dict[str, Any], hint: str) -> tuple[Check, bool] | None:
+    """One check for string keywords; it also tests the type when the node says type: string."""
+    if not {"minLength", "maxLength", "pattern", "format"} & schema.keys():
+        return None
+    lo, hi = schema.get("minLength", 0), schema.get("maxLength", 1 << 62)
+    matches = re.compile(schema["pattern"]).search if "pattern" in schema else None
+    fmt = schema.get("format")
+    if fmt not in (None, "date-time"):
+        raise ValueError(f"format {fmt!r} is not supported")
+
+    is_typed = schema.get("type") == "string"
+    valid_seen: set[str] = set()  # producers, timestamps and subjects repeat across records
+
+    def check_string(value: Any, path: Path) -> None:
+        if not isinstance(value, str):
+            if is_typed:
+                raise SchemaViolation(path, f"expected string, got {json_type_name(value)} {_show(value)}",
+                                      hint or "write a JSON string here")
+            return
+        if value in valid_seen:
+            return
+        if not lo <= len(value) <= hi:
+            what = "empty" if not value else f"{len(value)} characters long"
+            raise SchemaViolation(path, f"is {what}; allowed {lo}..{hi} characters", hint or "shorten it")
+        if matches is not None and matches(value) is None:
+            raise SchemaViolation(path, f"{_show(value)} is malformed", hint or f"match {schema['pattern']}")
+        if fmt is not None:
+            _check_datetime(value, path, hint)
+        if len(valid_seen) < MAX_REMEMBERED:
+            valid_seen.add(value)
+    return check_string, is_typed
+
+
+def _check_datetime(value: str, path: Path, hint: str) -> None:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise SchemaViolation(path, f"{_show(value)} is not an ISO 8601 date-time", hint) from None
+    if parsed.tzinfo is None:
+        raise SchemaViolation(path, f"{_show(value)} has no UTC offset", hint or "append Z for UTC")
+
+
+def _object_check(schema: dict[str, Any], root: dict[str, Any]) -> tuple[Check, bool] | None:
+    props = {key: compile_schema(sub, root) for key, sub in schema.get("properties", {}).items()}
+    required = tuple(schema.get("required", ()))
+    is_closed = schema.get("additionalProperties") is False
+    if not props and not required and not is_closed:
+        return None
+    prop_items = tuple(props.items())
+    is_typed = schema.get("type") == "object"
+
+    def check_object(value: Any, path: Path) -> None:
+        if not isinstance(value, dict):
+            if is_typed:
+                raise SchemaViolation(path, f"expected object, got {json_type_name(value)} {_show(value)}",
+                                      schema.get("description") or "write a JSON object here")
+            return
+        if is_closed:  # first: a misspelt field explains a missing one
+            for key in value:
+                if key not in props:
+                    close = difflib.get_close_matches(key, list(props), n=1)
+                    fix = f"did you mean `{close[0]}`?" if close else "allowed: " + ", ".join(props)
+                    raise SchemaViolation((*path, key), "is not a field of this object",
+                                          f"remove it or fix its spelling ({fix})")
+        for key in required:
+            if key not in value:
+                raise SchemaViolation((*path, key), "is missing", f"add the field `{key}`")
+        for key, sub in prop_items:
+            if key in value:
+                sub(value[key], (*path, key))
+    return check_object, is_typed
+
+
+def _array_check(schema: dict[str, Any], root: dict[str, Any], hint: str) -> tuple[Check, bool] | None:
+    if "items" not in schema and "maxItems" not in schema:
+        return None
+    item_check = compile_schema(schema["items"], root) if "items" in schema else None
+    max_items = schema.get("maxItems", 1 << 62)
+    is_typed = schema.get("type") == "array"
+
+    def check_array(value: Any, path: Path) -> None:
+        if not isinstance(value, list):
+            if is_typed:
+                raise SchemaViolation(path, f"expected array, got {json_type_name(value)} {_show(value)}",
+                                      hint or "write a JSON array here")
+            return
+        if len(value) > max_items:
+            raise SchemaViolation(path, f"has {len(value)} items; at most {max_items} allowed", hint or "split it")
+        if item_check is not None:
+            for index, item in enumerate(value):
+                item_check(item, (*path, index))
+    return check_array, is_typed
+
+
+@lru_cache(maxsize=1)
+def evidence_schema() -> dict[str, Any]:
+    """The shipped JSON Schema of bundle format v1 (``evidence_db/schema/evidence-v1.json``)."""
+    text = resources.files("evidence_db.schema").joinpath("evidence-v1.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+@lru_cache(maxsize=1)
+def _evidence_check() -> Check:
+    return compile_schema(evidence_schema())
+
+
+@lru_cache(maxsize=1)
+def evidence_part_checks() -> tuple[Check, Check, Check]:
+    """Checks for a record without its producer and deployment, for a producer, for a deployment.
+
+    Together they check exactly what :func:`validate_evidence` checks; split, so a caller can
+    skip re-checking a producer or deployment identical to one already checked. Call the
+    part checks with the path ``("producer",)`` or ``("deployment",)``.
+    """
+    schema = evidence_schema()
+    shell = {**schema, "properties": {**schema["properties"], "producer": {}, "deployment": {}}}
+    return (compile_schema(shell), compile_schema(schema["properties"]["producer"], schema),
+            compile_schema(schema["properties"]["deployment"], schema))
+
+
+def validate_evidence(record: Any) -> None:
+    """Check one parsed bundle record against the v1 schema; raise :class:`SchemaViolation`."""
+    _evidence_check()(record, ())
