@@ -44,13 +44,13 @@ def make(
     from engine.loader import read_checkpoint, weights_digest
     from engine.model_config import read_model_spec
 
-    err_console.print(f"writing {preset} checkpoint (seed {seed}) to {out_dir}", highlight=False)
     shard_bytes = DEFAULT_MAX_SHARD_BYTES if max_shard_mb is None else max_shard_mb * 1024 * 1024
-    try:
-        make_checkpoint(preset, out_dir, seed=seed, dtype=dtype, max_shard_bytes=shard_bytes)
-    except OSError as exc:
-        fail(f"cannot write {out_dir}: {exc}")
-    digest = weights_digest(read_checkpoint(out_dir, read_model_spec(out_dir)))
+    with err_console.status(f"writing the {preset} checkpoint (seed {seed}) to {out_dir}", spinner="dots"):
+        try:
+            make_checkpoint(preset, out_dir, seed=seed, dtype=dtype, max_shard_bytes=shard_bytes)
+        except OSError as exc:
+            fail(f"cannot write {out_dir}: {exc}")
+        digest = weights_digest(read_checkpoint(out_dir, read_model_spec(out_dir)))
     typer.echo(f"{out_dir}\t{digest}")
 
 
