@@ -109,6 +109,11 @@ class NodeResult:
 
     def to_json(self, *, case_file: str = "") -> dict[str, Any]:
         """As a JSON object (see ``docs/status-rules.md`` for every field)."""
+        obligations = self.obligations
+        if len(obligations) == 1:  # the common case, without the set-and-sort of the properties
+            evidence_ids, stale_ids = list(obligations[0].evidence_ids), sorted(set(obligations[0].stale_ids))
+        else:
+            evidence_ids, stale_ids = list(self.evidence_ids), list(self.stale_evidence_ids)
         return {
             "id": self.id, "kind": self.kind, "text": self.text, "source": self.source,
             "source_ref": {"file": case_file, "line": self.line}, "generated_by": self.generated_by,
@@ -117,8 +122,8 @@ class NodeResult:
             "undeveloped": self.is_undeveloped,
             "policy": {"requires": list(self.requires), "any_of": list(self.any_of)} if self.kind == "solution" else None,
             "subjects": list(self.subjects),
-            "obligations": [o.to_json() for o in self.obligations],
-            "evidence_ids": list(self.evidence_ids), "stale_evidence_ids": list(self.stale_evidence_ids),
+            "obligations": [o.to_json() for o in obligations],
+            "evidence_ids": evidence_ids, "stale_evidence_ids": stale_ids,
             "trusted": self.is_trusted, "rationale": self.rationale or None,
             "review": self.review.to_json() if self.review else None,
             "counterexamples": [c.to_json() for c in self.counterexamples],

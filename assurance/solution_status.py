@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Iterable, Mapping
 
 from assurance.case_model import Node
 from assurance.evaluation import Counterexample, ObligationResult
 from assurance.evidence_sets import incomplete_runs
 from assurance.reviews import ReviewState
-from assurance.subjects import SubjectMatcher, subject_key
+from assurance.freshness import Freshness
+from assurance.subjects import SubjectMatcher
 from assurance.validate import TRUSTED_CATEGORY
 from evidence_db.views import EvidenceView
 
@@ -65,47 +65,24 @@ class SolutionVerdict:
     counterexamples: tuple[Counterexample, ...]
 
 
-def _stale_reason(e: EvidenceView, node: Node, matcher: SubjectMatcher, subjects: Mapping[str, str],
-                  deployment_digest: str, now: datetime | None) -> tuple[str | None, bool]:
-    """(why ``e`` is stale or None, whether ``e`` names a covered subject) — rules R5, R6."""
-    bound = False
-    for sub in e.subjects:
-        key = subject_key(sub.uri)
-        if not matcher.covers(key):
-            continue
-        bound = True
-        current = deployment_digest if key == "deployment" else subjects.get(key)
-        if current is None:
-            if key.startswith("code:"):
-                return f"{key} no longer exists", bound
-            continue  # a model digest we cannot compute now: D binds the weights
-        if current != sub.sha256:
-            return f"{key} changed since {e.item_id} ({_short(sub.sha256)} -> {_short(current)})", bound
-    if node.max_age_days is not None and now is not None:
-        produced = _parse_time(e.produced_at)
-        if produced is not None and now - produced > timedelta(days=node.max_age_days):
-            return f"{e.item_id} is older than max_age_days={node.max_age_days}", bound
-    return None, bound
-
-
-def _obligation(obligation: str, node: Node, index: EvidenceIndex, matcher: SubjectMatcher,
-                subjects: Mapping[str, str], deployment_digest: str, now: datetime | None
+def _obligation(obligation: str, node: Node, index: EvidenceIndex, matcher: SubjectMatcher, fresh: Freshness
                 ) -> tuple[ObligationResult, list[Counterexample], str | None]:
     accepted = set(node.policy_categories) | ({TRUSTED_CATEGORY} if node.is_trusted else set())
     fresh_passing: list[EvidenceView] = []
     stale: list[str] = []
+    stale_by_cause: dict[str, list[str]] = defaultdict(list)
     defeaters: list[EvidenceView] = []
     reasons: list[str] = []
     num_unbound = num_inconclusive = num_off_policy = 0
     for e in index.items(obligation):
-        if (e.item_id, e.content_digest) in index.rejected:
+        if index.rejected and (e.item_id, e.content_digest) in index.rejected:
             reasons.append(f"{e.item_id} does not count: a reviewer rejected it")
             continue
-        why_stale, bound = _stale_reason(e, node, matcher, subjects, deployment_digest, now)
-        if why_stale:
+        cause, bound = fresh.stale_cause(e, matcher, node.max_age_days)
+        if cause:
             if e.category in accepted or e.status in FAILING:
                 stale.append(e.item_id)
-                reasons.append(f"stale: {why_stale}")
+                stale_by_cause[cause].append(e.item_id)
             continue
         num_unbound += bool(node.subjects) and not bound
         if e.status in FAILING:
@@ -116,6 +93,9 @@ def _obligation(obligation: str, node: Node, index: EvidenceIndex, matcher: Subj
             fresh_passing.append(e)
         else:
             num_inconclusive += 1
+    for cause, ids in sorted(stale_by_cause.items()):
+        more = f" and {len(ids) - 1} more" if len(ids) > 1 else ""
+        reasons.append(f"stale: {cause} since {ids[0]}{more}")
     if num_inconclusive:
         reasons.append(f"{num_inconclusive} inconclusive item(s) do not discharge {obligation}")
     if num_off_policy:
@@ -161,15 +141,15 @@ def _discharge_label(node: Node, passing: Mapping[str, list[str]]) -> str | None
     return max(labels, key=lambda s: _STRENGTH[s]) if labels else None
 
 
-def solution_verdict(node: Node, index: EvidenceIndex, *, subjects: Mapping[str, str], deployment_digest: str,
-                     review: ReviewState | None, now: datetime | None = None) -> SolutionVerdict:
+def solution_verdict(node: Node, index: EvidenceIndex, *, fresh: Freshness, review: ReviewState | None
+                     ) -> SolutionVerdict:
     """The derived status of solution ``node`` under D (rules R1–R12)."""
-    matcher = SubjectMatcher(node.subjects)
+    matcher = fresh.matcher(node.subjects)
     results: list[ObligationResult] = []
     counterexamples: list[Counterexample] = []
     labels: list[str | None] = []
     for obligation in node.obligations:
-        result, cex, label = _obligation(obligation, node, index, matcher, subjects, deployment_digest, now)
+        result, cex, label = _obligation(obligation, node, index, matcher, fresh)
         results.append(result)
         counterexamples.extend(cex)
         labels.append(label)
@@ -196,13 +176,3 @@ def _as_status(result: ObligationResult, status: str) -> ObligationResult:
     return ObligationResult(result.id, status, result.categories, result.evidence_ids, result.stale_ids,
                             result.defeater_ids, result.reasons)
 
-
-def _short(digest: str) -> str:
-    return digest.split(":", 1)[-1][:12]
-
-
-def _parse_time(text: str) -> datetime | None:
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None

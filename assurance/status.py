@@ -17,6 +17,7 @@ from assurance.evaluation import (CONTEXT, NOT_APPLICABLE, TRUSTED_STATUSES, Eva
 from assurance.graph import AssuranceGraph
 from assurance.ids import CONTEXT_KINDS, NodeId
 from assurance.reviews import rejected_evidence, review_state
+from assurance.freshness import Freshness
 from assurance.solution_status import EvidenceIndex, solution_verdict
 from evidence_db.views import EvidenceView, ReviewView
 
@@ -107,6 +108,7 @@ def evaluate(case: Case, *, evidence: Iterable[EvidenceView], reviews: Iterable[
     reviews_by_target: dict[str, list[ReviewView]] = defaultdict(list)
     for r in reviews:
         reviews_by_target[r.target].append(r)
+    fresh = Freshness(subjects, deployment_digest, now)
     generated_parents = {g.parent for g in case.generators} if not case.is_expanded else set()
 
     statuses: dict[NodeId, str] = {}
@@ -137,8 +139,7 @@ def evaluate(case: Case, *, evidence: Iterable[EvidenceView], reviews: Iterable[
             status, reasons, extra = CONTEXT, notes, {}
         elif node.kind == "solution":
             review = review_state(node, reviews_by_target.get(node.id, ()), today=today) if node.is_trusted else None
-            verdict = solution_verdict(node, index, subjects=subjects, deployment_digest=deployment_digest,
-                                       review=review, now=now)
+            verdict = solution_verdict(node, index, fresh=fresh, review=review)
             status, reasons = verdict.status, notes + verdict.reasons
             extra = dict(obligations=verdict.obligations, counterexamples=verdict.counterexamples,
                          review=review if verdict.status in TRUSTED_STATUSES else None)

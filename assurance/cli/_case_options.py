@@ -52,9 +52,9 @@ def user_errors() -> Iterator[None]:
         fail(str(exc), hint=exc.hint)
 
 
-def emit_json(value: Any) -> None:
-    """Write ``value`` to stdout as indented, key-sorted JSON."""
-    typer.echo(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
+def emit_json(value: Any, *, compact: bool = False) -> None:
+    """Write ``value`` to stdout as key-sorted JSON; ``compact`` (one line) for documents that grow with the case."""
+    typer.echo(json.dumps(value, indent=None if compact else 2, sort_keys=True, ensure_ascii=False))
 
 
 def resolve_case_path(case: Path | None, db: str | None) -> Path:

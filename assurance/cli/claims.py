@@ -22,10 +22,12 @@ GoalOption = Annotated[
 
 def _assess(case: Path | None, config: str | None, plan: str | None, db: str | None):
     from assurance.scope import assess
+    from assurance.settings import load_settings
 
     with user_errors():
         path = resolve_case_path(case, db)
-        result = assess(db=db, case_path=path, config=config, plan=plan)
+        result = assess(db=db, case_path=path, config=config, plan=plan,
+                        cache_dir=load_settings(db=db).home / "cache")
     err_console.print(f"case {path} · D {result.deployment.digest} ({result.deployment.source})", highlight=False, soft_wrap=True)
     for note in result.notes:
         err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
@@ -70,12 +72,14 @@ def status(case: CaseOption = None, config: ConfigOption = None, plan: PlanOptio
            show_all: Annotated[bool, typer.Option("--all", help="Also show nodes that do not apply under D.")] = False,
            ) -> None:
     """Show every claim's derived status under D: a tree for people, or JSON (--json) for machines."""
+    from assurance.scope import paused_gc
     from assurance.tree_view import status_tree
 
     result = _assess(case, config, plan, db)
     evaluation = result.evaluation
     if json_out:
-        emit_json(evaluation.to_json())
+        with paused_gc():
+            emit_json(evaluation.to_json(), compact=True)
         return
     for tree in status_tree(evaluation, show_not_applicable=show_all):
         out_console.print(tree)
@@ -163,10 +167,12 @@ def export(format: Annotated[ExportFormat, typer.Option("--format", help="json (
            case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None, db: DbOption = None) -> None:
     """Export the evaluated case as JSON, or SARIF 2.1.0 of failing, stale and missing obligations."""
     from assurance.export import to_sarif
+    from assurance.scope import paused_gc
 
     evaluation = _assess(case, config, plan, db).evaluation
-    document = to_sarif(evaluation) if format is ExportFormat.sarif else evaluation.to_json()
-    text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    with paused_gc():
+        document = to_sarif(evaluation) if format is ExportFormat.sarif else evaluation.to_json()
+        text = json.dumps(document, sort_keys=True, ensure_ascii=False) + "\n"  # compact: C encoder, large cases
     if out is None:
         typer.echo(text, nl=False)
         return

@@ -1,0 +1,192 @@
+"""Benchmark the assurance graph: ``bitcase status --json`` on 10,000 nodes and 100,000 evidence items.
+
+Generates a case (1 top goal, 99 sub-goals each with a strategy over 98 solutions: 10,000 nodes,
+2% of solutions trusted), a SQLite store holding 100,000 evidence items (10 per solution: mixed
+categories and statuses, code subjects fresh and stale, 5% under another deployment), then times
+
+* the pure status engine (``assurance.status.evaluate``) in-process, with tracemalloc's peak, and
+* ``bitcase status --json`` end to end in a fresh process (store read, case load, digests,
+  evaluation, JSON), with the child's peak RSS.
+
+    python bench/status.py [--nodes 10000] [--evidence 100000] [--repeat 3] [--keep DIR]
+
+The goal is ``bitcase status --json`` ≤ 3 s; results go in docs/performance.md ("Assurance graph").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from evidence_db.bundle import Deployment, EvidenceRecord, Producer, Subject  # noqa: E402
+from evidence_db.canonical import file_digest  # noqa: E402
+
+CATEGORIES = ("kernel_proof", "test_result", "runtime_config_check")
+CODE_FILES = ("assurance/status.py", "assurance/graph.py", "assurance/solution_status.py")
+
+
+def write_case(path: Path, num_nodes: int) -> list[tuple[str, bool]]:
+    """Write the case; return (solution id, is trusted) for every solution."""
+    num_goals = 99
+    per_goal = (num_nodes - 2 - 2 * num_goals) // num_goals
+    lines = ['[case]', 'id = "bench"', 'title = "Generated benchmark case"', 'top = "G.top"', '',
+             '[[node]]', 'id = "G.top"', 'kind = "goal"', 'text = "Top claim"', 'supported_by = ["S.top"]', '',
+             '[[node]]', 'id = "S.top"', 'kind = "strategy"', 'text = "Argue over every part"',
+             f'supported_by = [{", ".join(f"{chr(34)}G.{g}{chr(34)}" for g in range(num_goals))}]', '']
+    solutions = []
+    for g in range(num_goals):
+        ids = [f"sn.{g}.{s}" for s in range(per_goal)]
+        lines += ['[[node]]', f'id = "G.{g}"', 'kind = "goal"', f'text = "Part {g} holds"', f'source = "§{g}"',
+                  f'supported_by = ["S.{g}"]', '',
+                  '[[node]]', f'id = "S.{g}"', 'kind = "strategy"', f'text = "Argue over the parts of {g}"',
+                  f'supported_by = [{", ".join(chr(34) + i + chr(34) for i in ids)}]', '']
+        for i in ids:
+            trusted = random.random() < 0.02
+            lines += ['[[node]]', f'id = "{i}"', 'kind = "solution"', f'text = "Obligation {i}"']
+            if trusted:
+                lines += ['trusted = true', 'rationale = "Taken on trust for the benchmark"']
+            else:
+                lines += [f'any_of = ["{random.choice(CATEGORIES)}", "test_result"]',
+                          'subjects = ["code:assurance/*.py", "deployment"]']
+            lines.append('')
+            solutions.append((i, trusted))
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return solutions
+
+
+def records(solutions: list[tuple[str, bool]], num_evidence: int, d: Deployment, other: Deployment):
+    """Yield the evidence records, round-robin over solutions."""
+    producer = Producer("bench", "1", "bench/status.py", "bench", "cpu", "2026-11-01T00:00:00Z", "2026-11-01T00:00:01Z")
+    current = {f: file_digest(ROOT / f) for f in CODE_FILES}
+    for n in range(num_evidence):
+        obligation, _trusted = solutions[n % len(solutions)]
+        code = CODE_FILES[n % len(CODE_FILES)]
+        digest = current[code] if random.random() < 0.9 else "sha256:" + "0" * 64  # 10% stale
+        status = "fail" if random.random() < 0.001 else "pass"
+        yield EvidenceRecord(id=f"ev.{n}", category=random.choice(CATEGORIES), obligation=obligation,
+                             status=status, summary=f"item {n}", producer=producer,
+                             deployment=other if random.random() < 0.05 else d,
+                             subjects=(Subject(f"code:{code}", digest), Subject(f"deployment:{d.digest}", d.digest)),
+                             details={"n": n})
+
+
+def build(workdir: Path, num_nodes: int, num_evidence: int) -> tuple[Path, Path, str]:
+    """Create (or reuse) the case and the store under ``workdir``."""
+    from evidence_db.migrate import ensure_store
+    from evidence_db.session import open_session
+    from evidence_db.store import ingest_records
+
+    case_path, db = workdir / "case.toml", workdir / "bench.db"
+    d = Deployment({"bench": "D", "accelerator": {"device_type": "cpu"}})
+    if case_path.exists() and db.exists():
+        return case_path, db, d.digest
+    random.seed(20261101)
+    solutions = write_case(case_path, num_nodes)
+    ensure_store(f"sqlite:///{db}")
+    started = time.perf_counter()
+    with open_session(str(db), write=True) as session:
+        ingest_records(session=session, records=records(solutions, num_evidence, d, Deployment({"bench": "other"})))
+    print(f"setup: ingested {num_evidence} items in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    return case_path, db, d.digest
+
+
+def time_engine(case_path: Path, db: Path, digest: str) -> dict[str, float]:
+    """In-process stage timings: store read, cold case load (parse, validate), evaluate(), to_json().
+
+    The peak memory of evaluate() is measured in a second run under tracemalloc (which slows it).
+    """
+    from assurance.scope import current_subjects, prepare_case
+    from assurance.status import evaluate
+    from evidence_db.reviews import list_reviews
+    from evidence_db.session import open_session
+    from evidence_db.store import list_deployments, load_evidence
+
+    started = time.perf_counter()
+    with open_session(str(db)) as session:
+        fields = next(d.fields for d in list_deployments(session=session) if d.digest == digest)
+        evidence, reviews = load_evidence(session=session), list_reviews(session=session)
+    read = time.perf_counter() - started
+    started = time.perf_counter()
+    case, _ = prepare_case(case_path, deployment_fields=fields)
+    parsed = time.perf_counter() - started
+
+    def run():
+        return evaluate(case, evidence=evidence, reviews=reviews, subjects=current_subjects(case, fields),
+                        deployment_digest=digest, deployment_fields=fields)
+
+    started = time.perf_counter()
+    evaluation = run()
+    evaluated = time.perf_counter() - started
+    started = time.perf_counter()
+    json.dumps(evaluation.to_json(), sort_keys=True)
+    serialised = time.perf_counter() - started
+    assert len(evaluation.nodes) >= 9_900, len(evaluation.nodes)
+    tracemalloc.start()
+    run()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {"store_read_s": round(read, 3), "case_load_cold_s": round(parsed, 3), "evaluate_s": round(evaluated, 3),
+            "to_json_and_dumps_s": round(serialised, 3), "evaluate_peak_mib": round(peak / 2**20, 1)}
+
+
+def time_cli(case_path: Path, db: Path, digest: str, home: Path) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds, peak RSS bytes) of one ``bitcase status --json`` in a fresh process."""
+    command = [sys.executable, "-c", "from assurance.cli.main import main; main()",
+               "status", "--json", "--db", str(db), "--case", str(case_path), "--config", digest]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    out = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "BITCASE_HOME": str(home)})
+    seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    if out.returncode != 0:
+        raise SystemExit(f"bitcase status failed ({out.returncode}): {out.stderr}")
+    doc = json.loads(out.stdout)
+    assert doc["deployment_digest"] == digest and len(doc["nodes"]) >= 9_900
+    return seconds, cpu, after.ru_maxrss * 1024  # ru_maxrss: KiB on Linux, the largest child so far
+
+
+def main() -> None:
+    """Run the benchmark and print a JSON summary to stdout."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--evidence", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--keep", type=Path, help="reuse/keep the case and store in this directory")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bitcase-bench-") as tmp:
+        workdir = args.keep or Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        case_path, db, digest = build(workdir, args.nodes, args.evidence)
+        stages = time_engine(case_path, db, digest)
+        home = workdir / "home"  # the first run writes the case cache, later runs read it
+        cli = [time_cli(case_path, db, digest, home) for _ in range(args.repeat)]
+        summary = {
+            "nodes": args.nodes, "evidence": args.evidence, "load_average": [round(x, 2) for x in os.getloadavg()],
+            "in_process": stages,
+            "cli_status_json_s": {"median": round(statistics.median(s for s, _, _ in cli), 3),
+                                  "runs": [round(s, 3) for s, _, _ in cli]},
+            "cli_cpu_s": {"median": round(statistics.median(c for _, c, _ in cli), 3),
+                          "runs": [round(c, 3) for _, c, _ in cli]},
+            "cli_peak_rss_mib": round(max(m for _, _, m in cli) / 2**20, 1),
+            "goal_s": 3.0,
+        }
+        summary["meets_goal"] = summary["cli_status_json_s"]["median"] <= summary["goal_s"]
+        print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
