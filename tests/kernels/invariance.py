@@ -87,6 +87,8 @@ def row_invariance_failures(
     reference = _as_tuple(fn(*selected))
     failures = []
     for case in cases:
+        if not 0 <= case.position <= case.batch_size - num_selected:
+            raise ValueError(f"{case} cannot hold {num_selected} selected rows at position {case.position}")
         gen = torch.Generator().manual_seed(case.seed)
         others = make_others(case.fill, case.batch_size - num_selected, gen)
         batch = tuple(embed(s, o, case.position) for s, o in zip(selected, others))

@@ -1,0 +1,160 @@
+"""The Triton kernels on CUDA: the CPU suite's invariance and accuracy properties, bf16 and fp32.
+
+Run on a GPU machine: ``python -m pytest tests/gpu/test_kernels_gpu.py -q``. Besides the tiny
+shape in both dtypes, the Llama-3.2-1B shape (bf16) is checked with batches that put the
+selected rows at other offsets inside a BLOCK_M tile and in other tiles: the empirical check of
+the premise that ``tl.dot`` gives a row the same bits wherever it sits in the tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from kernels import ops
+from kernels.launch import use_plan
+from kernels.matmul import matmul_kernel
+from kernels.plan import plan_for, preset_plan
+from kernels.shapes import preset
+from tests.kernels import reference
+from tests.kernels.attention_cases import POISONS, Step, chunk_bounds, make_request, run_steps, schedule_failures
+from tests.kernels.invariance import Case, row_invariance_failures, sweep
+from tests.kernels.rowwise_ops import ROWWISE_OPS, scenario
+
+pytestmark = pytest.mark.gpu
+DEVICE = "cuda"
+# Selected rows (up to 3) at in-tile offsets 0, 1, 63 and in later tiles, up to a 4096-row prefill.
+TILE_CASES = [Case(67, 63, "random", 1), Case(130, 64, "nan", 2), Case(200, 1, "huge", 3),
+              Case(1000, 937, "zero", 4), Case(4096, 4000, "random", 5)]
+
+
+def _plan(dtype: str):
+    return plan_for(replace(preset("tiny"), dtype=dtype))
+
+
+@pytest.fixture(params=["float32", "bfloat16"])
+def tiny(request):
+    plan = _plan(request.param)
+    with use_plan(plan):
+        yield plan
+
+
+def _dtype(plan) -> torch.dtype:
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16}[plan.shape.dtype]
+
+
+@pytest.mark.parametrize("strided", [False, True])
+@pytest.mark.parametrize("op", ROWWISE_OPS)
+def test_tiny_rows_are_invariant_over_batch_sizes(tiny, op, strided):
+    s = scenario(op, tiny.shape, _dtype(tiny), seed=1, num_selected=2, strided=strided, device=DEVICE)
+    with use_plan(plan_for(s.shape)):
+        failures = row_invariance_failures(s.fn, s.selected, s.make_others, sweep(2) + TILE_CASES[:3])
+    assert not failures, failures[:3]
+
+
+@pytest.mark.parametrize("op", [op for op in ROWWISE_OPS if op != "linear_bias"])
+def test_llama_1b_rows_are_invariant_across_tiles(op):
+    plan = preset_plan("llama-1b")
+    s = scenario(op, plan.shape, torch.bfloat16, seed=2, num_selected=3, device=DEVICE)
+    with use_plan(plan):
+        failures = row_invariance_failures(s.fn, s.selected, s.make_others, sweep(3)[::4] + TILE_CASES)
+    assert not failures, failures[:3]
+
+
+def _scale(plan) -> float:
+    return plan.shape.head_dim ** -0.5
+
+
+@pytest.mark.parametrize("poison", POISONS)
+def test_tiny_attention_prefill_chunks_and_decode_agree(tiny, poison):
+    s, dtype = tiny.shape, _dtype(tiny)
+    gen = torch.Generator().manual_seed(3)
+    request = make_request(70, s.num_heads, s.num_kv_heads, s.head_dim, dtype, gen)
+    neighbour = make_request(40, s.num_heads, s.num_kv_heads, s.head_dim, dtype, gen, fill="nan")
+    chunks = chunk_bounds(70, [16, 17, 40, 63, 64, 65, 66])
+    companions = [[Step(neighbour, 0, 40)] if i % 2 else [] for i in range(len(chunks))]
+    failures = schedule_failures(request, chunks, companions, [i % 2 for i in range(len(chunks))],
+                                 page_size=s.page_size, scale=_scale(tiny), seed=3, poison=poison, device=DEVICE)
+    assert not failures, failures[:3]
+
+
+def test_llama_1b_attention_prefill_chunks_and_decode_agree():
+    plan = preset_plan("llama-1b")
+    s = plan.shape
+    gen = torch.Generator().manual_seed(4)
+    request = make_request(300, s.num_heads, s.num_kv_heads, s.head_dim, torch.bfloat16, gen)
+    others = [make_request(n, s.num_heads, s.num_kv_heads, s.head_dim, torch.bfloat16, gen, fill=f)
+              for n, f in ((129, "random"), (33, "huge"), (17, "nan"))]
+    chunks = chunk_bounds(300, [128, 256, 257, 271])
+    companions = [[Step(o, 0, o.length) for o in others[: i % 4]] for i in range(len(chunks))]
+    with use_plan(plan):
+        failures = schedule_failures(request, chunks, companions, [i % 3 for i in range(len(chunks))],
+                                     page_size=s.page_size, scale=_scale(plan), seed=4, poison="nan", device=DEVICE)
+        decode = schedule_failures(request, [(p, p + 1) for p in range(280, 300)], [[] for _ in range(20)],
+                                   [0] * 20, page_size=s.page_size, scale=_scale(plan), seed=5, poison="inf",
+                                   device=DEVICE)
+    assert not failures and not decode, (failures + decode)[:3]
+
+
+def test_tiny_accuracy_against_float64_and_the_cpu_path(tiny):
+    s, dtype = tiny.shape, _dtype(tiny)
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(37, s.hidden_size, generator=gen).to(dtype)
+    w = (torch.randn(s.intermediate_size * 2, s.hidden_size, generator=gen) / 8).to(dtype)
+    got = ops.linear(x.to(DEVICE), w.to(DEVICE))
+    reference.assert_close(got, reference.linear(x, w), dtype, what="linear (cuda)")
+    reference.assert_close(got, ops.linear(x, w), dtype, what="linear cuda vs cpu")
+    norm_w = (torch.rand(s.hidden_size, generator=gen) + 0.5).to(dtype)
+    out, _ = ops.rms_norm(x.to(DEVICE), norm_w.to(DEVICE), s.rms_norm_eps, x.to(DEVICE))
+    reference.assert_close(out, reference.rms_norm(x, norm_w, s.rms_norm_eps, x)[0], dtype, what="rms_norm (cuda)")
+    gate_up = (torch.randn(9, 2 * s.intermediate_size, generator=gen) * 4).to(dtype)
+    reference.assert_close(ops.silu_mul(gate_up.to(DEVICE)), reference.silu_mul(gate_up), dtype, what="silu (cuda)")
+    table = reference.rope_table(256, s.head_dim, s.rope_theta)
+    q = torch.randn(5, s.num_heads, s.head_dim, generator=gen).to(dtype)
+    k = torch.randn(5, s.num_kv_heads, s.head_dim, generator=gen).to(dtype)
+    pos = torch.tensor([0, 1, 17, 100, 255])
+    q_out, k_out = ops.rope(q.to(DEVICE), k.to(DEVICE), pos.to(DEVICE), table.to(DEVICE))
+    reference.assert_close(q_out, reference.rope(q, pos, table), dtype, what="rope q (cuda)")
+    reference.assert_close(k_out, reference.rope(k, pos, table), dtype, what="rope k (cuda)")
+    for length in (1, 16, 17, 70):
+        request = make_request(length, s.num_heads, s.num_kv_heads, s.head_dim, dtype, gen)
+        got = run_steps([Step(request, 0, length)], page_size=s.page_size, scale=_scale(tiny), gen=gen,
+                        device=DEVICE)[0]
+        reference.assert_close(got, reference.attention(request, _scale(tiny)), dtype, what=f"attention L={length}")
+
+
+def test_llama_1b_accuracy_against_float64():
+    plan = preset_plan("llama-1b")
+    s = plan.shape
+    gen = torch.Generator().manual_seed(6)
+    with use_plan(plan):
+        for n, k in [(3072, 2048), (2048, 2048), (16384, 2048), (2048, 8192)]:
+            x = torch.randn(33, k, generator=gen).bfloat16()
+            w = (torch.randn(n, k, generator=gen) / k ** 0.5).bfloat16()
+            reference.assert_close(ops.linear(x.to(DEVICE), w.to(DEVICE)), reference.linear(x, w), torch.bfloat16,
+                                   what=f"linear {n}x{k}")
+        x = torch.randn(5, 2048, generator=gen).bfloat16()
+        w = (torch.randn(s.vocab_size, 2048, generator=gen) / 45).bfloat16()
+        reference.assert_close(ops.logits(x.to(DEVICE), w.to(DEVICE)), reference.linear(x, w), torch.float32,
+                               what="logits")
+        request = make_request(200, s.num_heads, s.num_kv_heads, s.head_dim, torch.bfloat16, gen)
+        got = run_steps([Step(request, 0, 200)], page_size=s.page_size, scale=_scale(plan), gen=gen, device=DEVICE)[0]
+        reference.assert_close(got, reference.attention(request, _scale(plan)), torch.bfloat16, what="attention")
+
+
+def test_matmul_compiles_once_for_every_batch_size():
+    """``do_not_specialize`` on M: one binary serves M = 1 .. 4096 (no M-keyed specialisation)."""
+    caches = getattr(matmul_kernel, "device_caches", None)
+    if caches is None:
+        pytest.skip("this Triton version has no JITFunction.device_caches to inspect")
+    plan = preset_plan("llama-1b")
+    w = torch.randn(2048, 2048, device=DEVICE).bfloat16()
+    with use_plan(plan, check_metadata=False):
+        ops.linear(torch.randn(1, 2048, device=DEVICE).bfloat16(), w)
+        device = torch.cuda.current_device()
+        before = len(caches[device][0])
+        for m in (2, 3, 16, 63, 64, 65, 1000, 4096):
+            ops.linear(torch.randn(m, 2048, device=DEVICE).bfloat16(), w)
+        assert len(caches[device][0]) == before
