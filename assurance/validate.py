@@ -157,13 +157,13 @@ class _Checker:
 
     def _generators(self) -> None:
         for gen in self.case.generators:
-            where = Node(id=gen.id, kind="generator", text="", line=gen.line)  # type: ignore[arg-type]
             if not self.case.has_node(gen.parent):
-                self.add("unknown-id", where, f"generator parent {gen.parent!r} is not a node",
-                         "set parent to the goal the generated nodes support")
+                self.issues.append(Issue("unknown-id", self.file, gen.id, f"generator parent {gen.parent!r} is not a node",
+                                         "set parent to the goal the generated nodes support", gen.line))
             elif self.case.node(gen.parent).kind not in ("goal", "strategy"):
-                self.add("bad-edge", where, f"generator parent {gen.parent!r} is a {self.case.node(gen.parent).kind}",
-                         "attach generated nodes to a goal or strategy")
+                self.issues.append(Issue("bad-edge", self.file, gen.id,
+                                         f"generator parent {gen.parent!r} is a {self.case.node(gen.parent).kind}",
+                                         "attach generated nodes to a goal or strategy", gen.line))
 
     def _tops(self, graph: AssuranceGraph) -> None:
         top = self.case.top

@@ -61,6 +61,6 @@ def test_obligations_lists_ids_with_their_policy():
     assert result.exit_code == 0, result.output
     rows = {r["obligation"]: r for r in json.loads(result.stdout)}
     assert rows["runtime.plan"]["requires"] == ["runtime_config_check"]
-    assert rows["trusted.triton_compiler"]["trusted"] is True
+    assert rows["trusted.triton-compiler"]["trusted"] is True
     text = invoke("case", "obligations", BUNDLED_CASE)
     assert "suite.batch\ttest_result" in text.stdout.splitlines()

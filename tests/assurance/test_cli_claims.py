@@ -156,7 +156,7 @@ def test_an_empty_store_falls_back_to_the_engines_current_configuration(empty_st
     kernels = [n for n in doc["nodes"] if n["generated_by"]]
     assert kernels and {n["status"] for n in kernels} == {"missing"}
     statuses = {n["id"]: n["status"] for n in doc["nodes"]}
-    assert statuses["trusted.cpu_path"] == "trusted-unreviewed" and statuses["trusted.gpu_execution"] == "not-applicable"
+    assert statuses["trusted.cpu-path"] == "trusted-unreviewed" and statuses["trusted.gpu-execution"] == "not-applicable"
 
 
 def test_without_any_deployment_status_exits_2(empty_store, tmp_path, case_file, monkeypatch):

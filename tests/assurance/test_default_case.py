@@ -3,6 +3,8 @@
 import re
 from pathlib import Path
 
+import pytest
+
 from assurance.case_loader import load_case
 from assurance.generators import PlanItem, expand_case
 from assurance.graph import AssuranceGraph
@@ -14,10 +16,10 @@ from tests.assurance.conftest import D, NOW, TODAY
 RULES_DOC = (Path(__file__).resolve().parents[2] / "docs" / "status-rules.md").read_text(encoding="utf-8")
 PLAN = (PlanItem("matmul", "matmul.n64_k64", "kernels/matmul.py", "sha256:1"),
         PlanItem("paged_attention", "paged_attention.d16", "kernels/attention.py", "sha256:2"))
-STUDY_TRUSTED = {"trusted.contract_translation", "trusted.tensor_representation", "trusted.verifier_translator",
-                 "trusted.verifier_rules", "trusted.solver_encoding", "trusted.interface_mapping",
-                 "trusted.triton_compiler", "trusted.gpu_execution", "trusted.attention_finiteness",
-                 "trusted.cuda_graph_replay", "trusted.cpu_path"}
+CASE_TRUSTED = {"trusted.contract-translation", "trusted.tensor-representation", "trusted.verifier-translator",
+                 "trusted.verifier-rules", "trusted.solver-encoding", "trusted.interface-mapping",
+                 "trusted.triton-compiler", "trusted.gpu-execution", "trusted.attention-finiteness",
+                 "trusted.cuda-graph-replay", "trusted.cpu-path", "trusted.triton-primitives"}
 SUITES = {"suite.batch", "suite.chunk", "suite.prefill_decode", "suite.prefix", "suite.schedule",
           "suite.negative_control"}
 
@@ -55,9 +57,9 @@ def test_argument_covers_theorem_invariants_cache_plan_and_suites():
     assert "identity" in c.node("kernel.paged_attention.d16.contract").text
 
 
-def test_every_trusted_item_the_study_names_is_in_the_case():
+def test_every_trusted_item_is_in_the_case_with_a_rationale():
     trusted = {n.id for n in case().nodes if n.is_trusted}
-    assert trusted == STUDY_TRUSTED
+    assert trusted == CASE_TRUSTED
     assert all(case().node(t).rationale for t in trusted)
 
 
@@ -70,7 +72,7 @@ def test_fidelity_is_a_separate_top_claim_that_never_supports_determinism():
 
 
 def test_every_obligation_id_is_documented():
-    documented = set(re.findall(r"`((?:suite|runtime|engine|fidelity|trusted)\.[a-z_.]+)`", RULES_DOC))
+    documented = set(re.findall(r"`((?:suite|runtime|engine|fidelity|trusted)\.[a-z0-9_.\-]+)`", RULES_DOC))
     obligations = {o for n in case().nodes if n.kind == "solution" and not n.generated_by for o in n.obligations}
     assert obligations - documented == set()
     assert "kernel.<entry key>.contract" in RULES_DOC
@@ -80,8 +82,14 @@ def test_cpu_and_gpu_trusted_items_follow_the_device():
     def applies(fields):
         evaluation = evaluate(case(), evidence=[], reviews=[], subjects={}, deployment_digest=D,
                               deployment_fields=fields, today=TODAY, now=NOW)
-        return {n for n in STUDY_TRUSTED if evaluation.node(n).status != "not-applicable"}
+        return {n for n in CASE_TRUSTED if evaluation.node(n).status != "not-applicable"}
 
     cpu, gpu = {"accelerator": {"device_type": "cpu"}}, {"accelerator": {"device_type": "cuda", "name": "H200"}}
-    assert applies(cpu) == STUDY_TRUSTED - {"trusted.gpu_execution", "trusted.cuda_graph_replay"}
-    assert applies(gpu) == STUDY_TRUSTED - {"trusted.cpu_path"}
+    assert applies(cpu) == CASE_TRUSTED - {"trusted.gpu-execution", "trusted.cuda-graph-replay"}
+    assert applies(gpu) == CASE_TRUSTED - {"trusted.cpu-path"}
+
+
+def test_every_assumption_the_verifier_relies_on_is_an_obligation_of_the_case():
+    catalogue = pytest.importorskip("proofs.trusted", reason="the verifier's catalogue is not installed").CATALOGUE
+    obligations = {o for n in case().nodes if n.is_trusted for o in n.obligations}
+    assert {f"trusted.{i}" for i in catalogue} - obligations == set()
