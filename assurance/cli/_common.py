@@ -32,9 +32,9 @@ class BitcaseError(Exception):
 
 def fail(message: str, *, hint: str | None = None, code: int = EXIT_USAGE) -> NoReturn:
     """Print an error to stderr and exit with ``code``."""
-    err_console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    err_console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False, soft_wrap=True)
     if hint:
-        err_console.print(f"[dim]hint:[/] {hint}", markup=True, highlight=False)
+        err_console.print(f"[dim]hint:[/] {hint}", markup=True, highlight=False, soft_wrap=True)
     raise typer.Exit(code=code)
 
 

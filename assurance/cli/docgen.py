@@ -26,7 +26,7 @@ def iter_commands(command: Any, path: tuple[str, ...] = ("bitcase",)) -> Iterato
 def _param_line(param: Any) -> str:
     names = ", ".join(f"`{o}`" for o in (*param.opts, *param.secondary_opts))
     if param.param_type_name == "argument":
-        names = f"`{param.human_readable_name}`"
+        names = f"`{(param.metavar or param.name or '').upper()}`"
     help_text = " ".join((getattr(param, "help", None) or "").split())
     required = " (required)" if param.required else ""
     return f"- {names}{required}: {help_text}".rstrip(": ").rstrip()
