@@ -15,7 +15,7 @@ from assurance.render.model import EvidenceModel, NodeModel, ReportModel, ScopeM
 from assurance.render.safe import anchor_id, clean_text, short_digest
 from assurance.render.tree import tree_rows
 
-__all__ = ["report_context", "scope_context", "report_data"]
+__all__ = ["report_context", "scope_context", "report_data", "index_data", "INDEX_COLUMNS"]
 
 _PROBLEM_ORDER = {"failed": 0, "defeated": 0, "stale": 1, "missing": 2}
 
@@ -98,8 +98,31 @@ def scope_context(scope: ScopeModel, node_prefix: str, evidence_prefix: str) -> 
     }
 
 
+# Columns of an evidence-index row in the report's JSON (the script builds the rows from it).
+INDEX_COLUMNS = ("anchor", "id", "category", "status", "is_stale", "obligation", "summary", "produced_at",
+                 "producer")
+
+
+def index_data(s: dict[str, Any]) -> dict[str, Any]:
+    """One scope's evidence index as data: column names and one row (a list) per item.
+
+    It goes into its own JSON block, which the script parses only when the index is opened,
+    searched or linked to.
+    """
+    rows = [[anchor_id(s["evidence_prefix"], i.item_id), clean_text(i.item_id), clean_text(i.category),
+             clean_text(i.status), i.is_stale, clean_text(i.obligation), clean_text(i.summary),
+             clean_text(i.produced_at), clean_text(f"{i.producer_tool} {i.producer_version}")]
+            for i in s["evidence"]]
+    return {"columns": list(INDEX_COLUMNS), "rows": rows}
+
+
 def report_data(model: ReportModel, scopes: list[dict[str, Any]]) -> dict[str, Any]:
-    """The JSON the inline script reads (and tests inspect): verdicts and counts only."""
+    """The JSON the inline script reads first: verdicts, counts and labels.
+
+    The evidence index (up to 100,000 rows) travels separately as data (:func:`index_data`) and
+    the script draws it a page at a time; as markup it would make the browser build over a
+    million elements on open.
+    """
     return {
         "schema": "bitcase.report/v1",
         "title": clean_text(model.title),
@@ -114,6 +137,7 @@ def report_data(model: ReportModel, scopes: list[dict[str, Any]]) -> dict[str, A
                           "anchor": anchor_id(s["node_prefix"], v["node"].node_id)}
                          for v in s["verdicts"]],
         } for s in scopes],
+        "category_labels": dict(legend.CATEGORY_TEXT),
     }
 
 
@@ -121,6 +145,8 @@ def report_context(model: ReportModel) -> dict[str, Any]:
     """The template context for the whole report (assets and diagram are added by the caller)."""
     prefixes = _anchor_prefixes(model)
     scopes = [scope_context(s, *prefixes[s.deployment_digest]) for s in model.scopes]
+    for index, scope_ctx in enumerate(scopes):
+        scope_ctx["index"] = index  # position in the JSON data's "scopes" list
     return {
         "model": model,
         "title": clean_text(model.title),

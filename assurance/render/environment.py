@@ -16,7 +16,7 @@ from markupsafe import Markup
 import templates as _package_templates
 from assurance.render import safe
 from assurance.render.fragments import badge, long_text
-from assurance.render.rows import index_row, kv, review_badge, status_tokens, tree_row
+from assurance.render.rows import kv, review_badge, status_tokens, tree_row
 
 __all__ = ["PACKAGE_TEMPLATE_DIR", "make_environment", "read_asset"]
 
@@ -57,7 +57,6 @@ def make_environment(template_dir: Path | None = None) -> jinja2.Environment:
     env.globals["long"] = long_text
     env.globals["badge"] = badge
     env.globals["status_tokens"] = status_tokens
-    env.globals["index_row"] = index_row
     env.globals["tree_row"] = tree_row
     env.globals["review_badge"] = review_badge
     env.globals["kv"] = kv

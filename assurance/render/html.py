@@ -17,7 +17,7 @@ from pathlib import Path
 
 from markupsafe import Markup
 
-from assurance.render.context import report_context
+from assurance.render.context import index_data, report_context
 from assurance.render.diagram import dot_source
 from assurance.render.environment import make_environment, read_asset
 from assurance.render.graphviz import INSTALL_HINT, DotFailedError, DotMissingError, run_dot, sanitize_svg
@@ -80,6 +80,8 @@ def render_report_html(model: ReportModel, options: RenderOptions = RenderOption
         csp=_csp(script_text),
         data_json=script_json(context["data"]),
     )
+    for scope_ctx in context["scopes"]:
+        scope_ctx["index_json"] = script_json(index_data(scope_ctx))
     return env.get_template("report.html").render(context)
 
 

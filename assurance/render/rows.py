@@ -1,7 +1,7 @@
-"""The report's repeated rows, built in Python: argument-tree rows, evidence-index rows, reviews.
+"""The report's repeated rows, built in Python: argument-tree rows, reviews, key-value lists.
 
-A large case has 10,000 tree rows and 100,000 evidence rows; as Jinja markup they take tens
-of seconds, as these functions about a second. Every value passes through
+A large case has 10,000 tree rows; as Jinja markup they take seconds, as these functions a
+fraction of one. Every value passes through
 :func:`~assurance.render.fragments.esc` or :func:`~assurance.render.fragments.long_html`
 (clean, then HTML-escape); URLs are linked only through :func:`~assurance.render.safe.safe_url`.
 """
@@ -13,11 +13,11 @@ from typing import Any, Mapping
 from markupsafe import Markup
 
 from assurance.render.fragments import Links, badge_html, esc, escape, long_html
-from assurance.render.model import EvidenceModel, ReviewModel
+from assurance.render.model import ReviewModel
 from assurance.render.safe import anchor_id, clean_text, safe_url
 from assurance.render.tree import TreeRow
 
-__all__ = ["status_tokens", "index_row", "tree_row", "review_badge", "kv", "MAX_TREE_EVIDENCE_LINKS"]
+__all__ = ["status_tokens", "tree_row", "review_badge", "kv", "MAX_TREE_EVIDENCE_LINKS"]
 
 MAX_TREE_EVIDENCE_LINKS = 5
 
@@ -28,17 +28,6 @@ def status_tokens(status: str, is_stale: bool) -> str:
     if status in ("fail", "error"):
         tokens += " failed"
     return tokens + " stale" if is_stale else tokens
-
-
-def index_row(item: EvidenceModel, evidence_prefix: str, category_label: str) -> Markup:
-    """One row of the evidence index."""
-    status = badge_html(item.status) + (" " + badge_html("stale") if item.is_stale else "")
-    return Markup(  # noqa: S704 - every part below is escaped
-        f'<tr id="{escape(anchor_id(evidence_prefix, item.item_id))}" data-category="{esc(item.category)}" '
-        f'data-status="{escape(status_tokens(item.status, item.is_stale))}"><td><code>{long_html(item.item_id, 80)}'
-        f'</code></td><td>{esc(category_label)}</td><td>{status}</td><td>{long_html(item.obligation, 80)}</td>'
-        f'<td>{long_html(item.summary, 160)}</td><td>{esc(item.produced_at)}</td>'
-        f'<td>{long_html(item.producer_tool, 40)} {long_html(item.producer_version, 20)}</td></tr>\n')
 
 
 def _review_html(review: ReviewModel | None) -> str:

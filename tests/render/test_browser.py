@@ -55,7 +55,7 @@ def test_hostile_payload_did_not_run(page):
     assert browser.evaluate("typeof window.__pwned") == "undefined"
     assert browser.evaluate("document.title") == HOSTILE.replace("\x00", "\\x00").replace("\x07", "\\x07") \
         .replace("\u202e", "\\u202e").replace("\ud800", "\\ud800")
-    assert browser.evaluate("document.querySelectorAll('script').length") == 2
+    assert browser.evaluate("document.querySelectorAll('script').length") == 3  # data, index data, our script
     assert browser.evaluate("document.querySelectorAll('img, iframe, object, embed').length") == 0
 
 
@@ -79,6 +79,21 @@ def test_status_filter_search_collapse_and_deep_link(page):
     browser.evaluate("location.hash = '#n-T-gpu'")
     browser.wait_for("getComputedStyle(document.getElementById('n-T-gpu')).display !== 'none'")
     assert "solution:T-gpu" in browser.evaluate(VISIBLE_NODES)
+
+
+def test_evidence_index_draws_rows_as_text_pages_and_deep_links(page):
+    browser, _ = page
+    browser.evaluate("document.getElementById('e-index').open = true")
+    browser.wait_for("document.querySelectorAll('#e-index tbody tr').length === 7")
+    hostile_ids = browser.evaluate("Array.from(document.querySelectorAll('#e-index tbody code')).map(c => c.textContent)")
+    assert any(i.startswith("</script><script>") for i in hostile_ids)  # shown as text
+    assert browser.evaluate("typeof window.__pwned") == "undefined"
+    browser.evaluate("const c = document.getElementById('f-category'); c.value = 'kernel_proof';"
+                     "c.dispatchEvent(new Event('change'))")
+    assert browser.evaluate("document.querySelectorAll('#e-index tbody tr').length") == 2
+    browser.evaluate("document.getElementById('f-clear').click(); document.getElementById('e-index').open = false")
+    browser.evaluate("location.hash = '#e-cmp-2'")
+    browser.wait_for("document.getElementById('e-cmp-2') !== null && document.getElementById('e-index').open")
 
 
 def test_no_console_errors_no_network_and_a_screenshot(page):
