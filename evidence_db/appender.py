@@ -108,7 +108,7 @@ class ChainAppender:
         for chunk in _chunks(record_ids, LOOKUP_CHUNK):
             rows = self._session.execute(select(EvidenceItem.record_id, EvidenceItem.content_digest)
                                          .where(EvidenceItem.record_id.in_(chunk)))
-            found.extend(rows.tuples())
+            found.extend(rows.all())
         return found
 
     def _insert(self, records: list[PreparedRecord]) -> None:
@@ -161,7 +161,7 @@ class ChainAppender:
         unknown = sorted(digests - known.keys())
         for chunk in _chunks(unknown, LOOKUP_CHUNK):
             rows = self._session.execute(select(model.digest, model.id).where(model.digest.in_(chunk)))
-            known.update(rows.tuples().all())
+            known.update(rows.all())
 
 
 def _insert_sql(table: str, columns: tuple[str, ...], mark: str) -> str:

@@ -105,7 +105,7 @@ class Preparer:
     def __init__(self) -> None:
         self._producers: dict[tuple[tuple[str, str], ...], str] = {}  # producer items -> canonical JSON
         self._deployments: dict[str, tuple[dict[str, Any], str]] = {}  # digest -> (fields, canonical JSON)
-        self._last_deployment: Any = None  # the last deployment object that passed every check
+        self._last_deployment: Any = object()  # the last deployment object that passed every check
 
     def __call__(self, record: Any, where: str) -> PreparedRecord:
         """Validate one parsed record and compute its digests; raise :class:`BundleError`.

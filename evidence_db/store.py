@@ -87,11 +87,11 @@ def load_evidence(*, session: Session, deployment_digest: str | None = None) -> 
         subject_query = (subject_query.join(Deployment, EvidenceItem.deployment_id == Deployment.id)
                          .where(Deployment.digest == deployment_digest))
     subjects: dict[object, list[SubjectView]] = defaultdict(list)
-    for evidence_id, uri, sha in session.execute(subject_query).tuples():
+    for evidence_id, uri, sha in session.execute(subject_query):
         subjects[evidence_id].append(SubjectView(uri=uri, sha256=sha))
     views = []
     for (item_id, record_id, category, obligation, status, summary, details, produced_at, content_digest, seq,
-         deployment, tool, version) in session.execute(query).tuples():
+         deployment, tool, version) in session.execute(query):
         views.append(EvidenceView(
             item_id=record_id, category=category, obligation=obligation, status=status, summary=summary,
             deployment_digest=deployment, produced_at=produced_at, content_digest=content_digest,
@@ -105,4 +105,4 @@ def list_deployments(*, session: Session) -> list[DeploymentView]:
     rows = session.execute(select(Deployment.digest, Deployment.fields, Deployment.first_seen)
                            .order_by(Deployment.first_seen, Deployment.digest))
     return [DeploymentView(digest=digest, fields=fields, first_seen=iso_utc(first_seen))
-            for digest, fields, first_seen in rows.tuples()]
+            for digest, fields, first_seen in rows]

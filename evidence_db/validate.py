@@ -85,10 +85,7 @@ def compile_schema(schema: dict[str, Any], root: dict[str, Any] | None = None) -
         ref = schema["$ref"]
         if not ref.startswith("#/$defs/") or len(schema.keys() - ANNOTATIONS) > 1:
             raise ValueError(f"only a lone local #/$defs/ reference is supported, not {schema}")
-        target = dict(root["$defs"][ref.removeprefix("#/$defs/")])
-        if "description" in schema:
-            target["description"] = schema["description"]
-        return compile_schema(target, root)
+        return compile_schema(root["$defs"][ref.removeprefix("#/$defs/")], root)  # its description is the hint
     hint = schema.get("description", "")
     shaped, tests_type = (_string_check(schema, hint) or _object_check(schema, root)
                           or _array_check(schema, root, hint) or (None, False))

@@ -49,9 +49,9 @@ def verify_chain(*, session: Session) -> ChainReport:
                  for pid, t, v, c, h, a, s, f in session.execute(
                      select(raw_id(ProducerRun.id), ProducerRun.tool, ProducerRun.version, ProducerRun.command,
                             ProducerRun.host, ProducerRun.accelerator, ProducerRun.started_at,
-                            ProducerRun.finished_at)).tuples()}
+                            ProducerRun.finished_at))}
     deployments = {did: deployment_json(canonical_json(fields), digest) for did, digest, fields in
-                   session.execute(select(raw_id(Deployment.id), Deployment.digest, Deployment.fields)).tuples()}
+                   session.execute(select(raw_id(Deployment.id), Deployment.digest, Deployment.fields))}
     faults: list[ChainFault] = []
     prev = GENESIS_DIGEST
     num_rows = 0
@@ -97,14 +97,14 @@ def _evidence_window(session: Session, lo: int, hi: int, producers: dict[Any, st
     for evidence_id, uri, sha in session.execute(
             select(raw_id(Subject.evidence_id), Subject.uri, Subject.sha256)
             .join(EvidenceItem, Subject.evidence_id == EvidenceItem.id).where(in_window)
-            .order_by(Subject.evidence_id, Subject.position)).tuples():
+            .order_by(Subject.evidence_id, Subject.position)):
         subjects[evidence_id].append((uri, sha))
     rows = session.execute(
         select(raw_id(EvidenceItem.id), EvidenceItem.seq, EvidenceItem.record_id, EvidenceItem.schema_id,
                EvidenceItem.category, EvidenceItem.obligation, EvidenceItem.status, EvidenceItem.summary,
                EvidenceItem.produced_at, cast(EvidenceItem.details, Text), raw_id(EvidenceItem.producer_id),
                raw_id(EvidenceItem.deployment_id), EvidenceItem.content_digest, EvidenceItem.prev_chain_digest,
-               EvidenceItem.chain_digest).where(in_window)).tuples()
+               EvidenceItem.chain_digest).where(in_window))
     window: dict[int, Entry] = {}
     for (item_id, seq, record_id, schema_id, category, obligation, status, summary, produced_at, details,
          producer_id, deployment_id, content, prev, chain) in rows:

@@ -8,7 +8,9 @@ from typing import Annotated, Iterator
 
 import typer
 
-from assurance.cli._common import EXIT_FINDINGS, BitcaseError, DbOption, JsonOption, err_console, fail
+from rich.markup import escape
+
+from assurance.cli._common import EXIT_FINDINGS, EXIT_USAGE, BitcaseError, DbOption, JsonOption, err_console
 
 db_app = typer.Typer(name="db", help="Create, migrate and inspect the evidence store's schema.",
                      no_args_is_help=True)
@@ -16,11 +18,17 @@ db_app = typer.Typer(name="db", help="Create, migrate and inspect the evidence s
 
 @contextmanager
 def store_errors() -> Iterator[None]:
-    """Report store and input errors as a clear message with exit code 2 (no traceback)."""
+    """Report store and input errors as a clear message with exit code 2 (no traceback).
+
+    Printed unwrapped and unstyled inside, so file paths and field names stay copyable.
+    """
     try:
         yield
     except BitcaseError as exc:
-        fail(str(exc), hint=exc.hint)
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
+        if exc.hint:
+            err_console.print(f"[dim]hint:[/] {escape(exc.hint)}", soft_wrap=True, highlight=False)
+        raise typer.Exit(EXIT_USAGE) from None
 
 
 @db_app.command("upgrade")
@@ -35,7 +43,8 @@ def upgrade(
 
     with store_errors():
         state = run_upgrade(resolve_db_url(db), revision=revision)
-    err_console.print(f"{state.url}: schema revision {state.current}" + (" (head)" if state.is_current else ""))
+    err_console.print(f"{state.url}: schema revision {state.current}" + (" (head)" if state.is_current else ""),
+                      soft_wrap=True, highlight=False)
     if json_output:
         typer.echo(json.dumps({"store": state.url, "current": state.current, "head": state.head}))
 
@@ -64,7 +73,8 @@ def current(db: DbOption = None, json_output: JsonOption = False) -> None:
     else:
         typer.echo(f"{state.current or 'none'}" + (" (head)" if state.is_current else f" (head is {state.head})"))
     if not state.is_current:
-        err_console.print(f"run `bitcase db upgrade --db '{state.url}'` to bring the store to {state.head}")
+        err_console.print(f"run `bitcase db upgrade --db '{state.url}'` to bring the store to {state.head}",
+                          soft_wrap=True, highlight=False)
         raise typer.Exit(EXIT_FINDINGS)
 
 

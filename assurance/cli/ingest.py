@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from assurance.cli._common import DbOption, JsonOption, err_console
 from assurance.cli.db import store_errors
@@ -49,9 +50,10 @@ def ingest(
     added = sum(r.added for _, r in results)
     unchanged = sum(r.unchanged for _, r in results)
     for path, result in results:
-        err_console.print(f"{path}: {result.added} added, {result.unchanged} unchanged", highlight=False)
-    err_console.print(f"[bold]ingested[/] {added} added, {unchanged} unchanged into {store_label(url)}",
-                      highlight=False)
+        err_console.print(f"{escape(str(path))}: {result.added} added, {result.unchanged} unchanged",
+                          soft_wrap=True, highlight=False)
+    err_console.print(f"[bold]ingested[/] {added} added, {unchanged} unchanged into {escape(store_label(url))}",
+                      soft_wrap=True, highlight=False)
     if json_output:
         typer.echo(json.dumps({
             "store": store_label(url), "added": added, "unchanged": unchanged,

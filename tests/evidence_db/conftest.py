@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from evidence_db.engine import create_store_engine
 from evidence_db.migrate import migrate_connection, upgrade
+from tests.evidence_db.cli_main import build_app
 
 POSTGRES_URL_VAR = "BITCASE_TEST_POSTGRES_URL"
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
@@ -131,12 +132,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture
 def cli() -> typer.Typer:
     """An app with this package's command groups, registered as the main CLI does."""
-    from assurance.cli import audit, db, ingest
-
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    for module in (db, ingest, audit):
-        module.register(app)
-    return app
+    return build_app()
 
 
 def count_rows(url: str, table: str) -> int:
