@@ -19,7 +19,7 @@ from assurance.subjects import SubjectMatcher
 from assurance.validate import TRUSTED_CATEGORY
 from evidence_db.views import EvidenceView
 
-__all__ = ["EvidenceIndex", "SolutionVerdict", "solution_verdict", "CATEGORY_LABEL", "FAILING"]
+__all__ = ["EvidenceIndex", "SolutionVerdict", "solution_verdict", "supersession_key", "CATEGORY_LABEL", "FAILING"]
 
 # What passing evidence of each category makes of an obligation, strongest first (R4).
 CATEGORY_LABEL = {"kernel_proof": "verified", "runtime_config_check": "runtime-checked",
@@ -29,8 +29,28 @@ FAILING = ("fail", "error")
 _SEVERITY = ("failed", "stale", "missing")  # worst first (R9)
 
 
+def supersession_key(e: EvidenceView) -> str:
+    """What a newer item replaces (R2): ``details.logical_key``, a JUnit test id, else the item id.
+
+    A JUnit record id ``junit:<report tag>:<test id>`` names its report, so the next run of the
+    same test gets a new id; keyed by the test id, the newer run supersedes the older.
+
+    >>> from evidence_db.views import EvidenceView as V
+    >>> supersession_key(V("junit:0a1b:tests.t.test_x", "test_result", "o", "pass", "", "d", "", "", "", ""))
+    'junit:tests.t.test_x'
+    >>> supersession_key(V("proof-1", "kernel_proof", "o", "pass", "", "d", "", "", "", "", details={"logical_key": "k"}))
+    'k'
+    """
+    key = e.details.get("logical_key") if e.details else None
+    if isinstance(key, str) and key:
+        return key
+    if e.item_id.startswith("junit:") and e.item_id.count(":") >= 2:
+        return "junit:" + e.item_id.split(":", 2)[2]
+    return e.item_id
+
+
 class EvidenceIndex:
-    """Evidence under D, latest per (obligation, item id) by chain seq (R1, R2)."""
+    """Evidence under D, latest per (obligation, supersession key) by chain seq (R1, R2)."""
 
     def __init__(self, evidence: Iterable[EvidenceView], deployment_digest: str,
                  rejected: frozenset[tuple[str, str]] = frozenset()) -> None:
@@ -44,9 +64,10 @@ class EvidenceIndex:
                 self.num_other_deployments[e.obligation] += 1
                 continue
             per_item = latest[e.obligation]
-            held = per_item.get(e.item_id)
+            key = supersession_key(e)
+            held = per_item.get(key)
             if held is None or e.seq > held.seq:
-                per_item[e.item_id] = e
+                per_item[key] = e
         self.latest = {o: [items[k] for k in sorted(items)] for o, items in latest.items()}
         self.num_under_d = sum(len(v) for v in self.latest.values())
 

@@ -184,3 +184,17 @@ def test_r12_a_partial_suite_run_does_not_discharge(mini_case):
     assert run(mini_case, [unit("u1"), unit("u2")]).node("suite.batch").status == "tested"
     other_run_complete = [unit("u1"), unit("u1", "r2"), unit("u2", "r2")]
     assert run(mini_case, other_run_complete).node("suite.batch").evidence_ids == ("r2.u1", "r2.u2")
+
+
+def test_r2_the_next_junit_run_of_a_test_supersedes_the_last(mini_case):
+    first = ev("suite.batch", "fail", category="test_result", item="junit:aaaa:tests.t.test_x", seq=30)
+    second = ev("suite.batch", "pass", category="test_result", item="junit:bbbb:tests.t.test_x", seq=31)
+    other = ev("suite.batch", "fail", category="test_result", item="junit:aaaa:tests.t.test_y", seq=32)
+    assert run(mini_case, [second, first]).node("suite.batch").status == "tested"
+    assert run(mini_case, [first, second, other]).node("suite.batch").status == "failed"
+
+
+def test_r2_a_producer_can_name_a_logical_key(mini_case):
+    old = ev(MM, "fail", item="proof-run-1", seq=40, details={"logical_key": "matmul"})
+    new = ev(MM, "pass", item="proof-run-2", seq=41, details={"logical_key": "matmul"})
+    assert run(mini_case, [old, new]).node(MM).status == "verified"
