@@ -83,17 +83,15 @@ class DeploymentChoice:
     source: str  # "--config", "latest in the store", "the engine's current configuration"
 
 
-def engine_deployment() -> DeploymentChoice | None:
-    """The configuration the bundled engine would run now, when ``engine.deployment`` offers it."""
+def engine_deployment() -> tuple[DeploymentChoice | None, str]:
+    """The configuration the bundled engine would run now, or ``None`` with the reason it cannot say."""
     try:
         module = importlib.import_module("engine.deployment")
-    except ImportError:
-        return None
-    build = getattr(module, "current_deployment", None)
-    if build is None:
-        return None
-    deployment = build()
-    return DeploymentChoice(deployment.digest, dict(deployment.fields), "the engine's current configuration")
+        build = getattr(module, "current_deployment")
+        deployment = build()
+    except Exception as exc:  # noqa: BLE001 - any failure here means "not available", with its reason
+        return None, f"{type(exc).__name__}: {exc}"
+    return DeploymentChoice(deployment.digest, dict(deployment.fields), "the engine's current configuration"), ""
 
 
 def choose_deployment(spec: str | None, deployments: list[Any]) -> DeploymentChoice:
@@ -109,15 +107,16 @@ def choose_deployment(spec: str | None, deployments: list[Any]) -> DeploymentCho
         if deployments:
             last = deployments[-1]
             return DeploymentChoice(last.digest, dict(last.fields), "latest in the store")
-        current = engine_deployment()
+        current, why = engine_deployment()
         if current is not None:
             return current
-        raise BitcaseError("the store holds no deployment configuration yet",
+        raise BitcaseError(f"the store holds no deployment configuration yet, and the engine cannot report its "
+                           f"current one ({why})",
                            hint="ingest evidence first (`bitcase assure` or `bitcase ingest`), or pass --config DIGEST")
     if spec == "current":
-        current = engine_deployment()
+        current, why = engine_deployment()
         if current is None:
-            raise BitcaseError("the engine cannot report its current deployment configuration here",
+            raise BitcaseError(f"the engine cannot report its current deployment configuration here ({why})",
                                hint="pass --config DIGEST (see `bitcase status --config latest`)")
         stored = next((d for d in deployments if d.digest == current.digest), None)
         return current if stored is None else DeploymentChoice(stored.digest, dict(stored.fields), current.source)

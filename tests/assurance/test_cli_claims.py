@@ -162,11 +162,12 @@ def test_an_empty_store_falls_back_to_the_engines_current_configuration(empty_st
 def test_without_any_deployment_status_exits_2(empty_store, tmp_path, case_file, monkeypatch):
     import assurance.scope
 
-    monkeypatch.setattr(assurance.scope, "engine_deployment", lambda: None)
+    monkeypatch.setattr(assurance.scope, "engine_deployment", lambda: (None, "no engine here"))
     path = tmp_path / "e.db"
     shutil.copyfile(empty_store, path)
     result = invoke("status", "--db", path, "--case", case_file)
     assert result.exit_code == 2 and "no deployment configuration" in result.stderr
+    assert "no engine here" in result.stderr
 
 
 def test_an_invalid_case_exits_2(store, tmp_path):
