@@ -13,8 +13,8 @@ from typing import Iterable, Mapping
 from assurance.case_model import Node
 from assurance.evaluation import Counterexample, ObligationResult
 from assurance.evidence_sets import incomplete_runs
-from assurance.reviews import ReviewState
 from assurance.freshness import Freshness
+from assurance.reviews import ReviewState
 from assurance.subjects import SubjectMatcher
 from assurance.validate import TRUSTED_CATEGORY
 from evidence_db.views import EvidenceView
