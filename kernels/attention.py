@@ -1,16 +1,19 @@
 """Paged causal attention: one kernel for prefill, chunked prefill and decode.
 
-Program (t, h) computes query token t, query head h. It reads the token's request ``b`` and
-position ``pos`` (host metadata), then visits KV tiles j = 0, 1, ..., pos // PAGE_SIZE in
-ascending order; tile j is page ``block_table[b, j]``. Keys past ``pos`` in the last tile are
-masked on load (never read, so poisoned future slots cannot leak), scored -inf and weighted
-+0. Online softmax with the -inf clamp (``m_safe``), fp32 throughout, GQA by ``h // GROUP``.
+Program (t, g) computes query token t for the GROUP query heads that share KV head g (GQA),
+as rows of a [BLOCK_G, D] tile (rows past GROUP are padding, never stored). It reads the
+token's request ``b`` and position ``pos`` (host metadata), then visits KV tiles
+j = 0, 1, ..., pos // PAGE_SIZE in ascending order; tile j is page ``block_table[b, j]``. Keys
+past ``pos`` in the last tile are masked on load (never read, so poisoned future slots cannot
+leak), scored -inf and weighted +0. Online softmax in fp32 with the -inf clamp (``m_safe``);
+scores and the weighted sum are ``tl.dot`` on tensor cores in bf16 (P rounded to bf16, fp32
+accumulation) and IEEE fp32 dots in fp32.
 
-The tile sequence, masks and arithmetic of a query depend only on its position and its own
-request's pages, so the same query gives the same bits in prefill, under any chunking and in
-decode, whatever else is in the batch and wherever its pages sit. Scores and the weighted sum
-are ``tl.sum`` reductions over one fixed [PAGE_SIZE, D] tile (no ``tl.dot``): one query row per
-program, so no MMA row position is involved.
+Every value the program reads is a function of the token, its position and its own request's
+pages up to that position, and a query head always sits in row ``h % GROUP`` of its tile; the
+trip count is ``pos // PAGE_SIZE + 1``. So a query gives the same bits in prefill, under any
+chunking and in decode, whatever else is in the batch and wherever its pages sit: there are no
+extra (masked) iterations and no batch-dependent row positions.
 """
 
 from __future__ import annotations
@@ -28,37 +31,44 @@ __all__ = ["paged_attention_kernel", "check_paged_attention", "launch_paged_atte
 @triton.jit(do_not_specialize=["stride_bt"])
 def paged_attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, block_table_ptr, seq_idx_ptr, pos_ptr,
                            stride_qt, stride_qh, stride_ot, stride_oh, stride_bt, stride_page, stride_slot,
-                           stride_head, GROUP: tl.constexpr, D: tl.constexpr, PAGE_SIZE: tl.constexpr,
-                           SCALE: tl.constexpr, DTYPE: tl.constexpr):
+                           stride_head, GROUP: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr,
+                           PAGE_SIZE: tl.constexpr, SCALE: tl.constexpr, DTYPE: tl.constexpr):
     # q, out: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; block_table: [B, max_pages] int32
     # seq_idx, pos: [T] int32 (request of each token, its absolute position)
     row = tl.program_id(0)
-    head = tl.program_id(1)
-    kv_head = head // GROUP
+    kv_head = tl.program_id(1)
     seq = tl.load(seq_idx_ptr + row)
     pos = tl.load(pos_ptr + row)
+    offs_g = tl.arange(0, BLOCK_G)
     offs_d = tl.arange(0, D)
     offs_p = tl.arange(0, PAGE_SIZE)
-    q = tl.load(q_ptr + row * stride_qt + head * stride_qh + offs_d).to(tl.float32)
-    m_i = float("-inf")
-    l_i = 0.0
-    acc = tl.zeros([D], dtype=tl.float32)
+    is_head = offs_g < GROUP
+    heads = kv_head * GROUP + offs_g
+    q = tl.load(q_ptr + row * stride_qt + heads[:, None] * stride_qh + offs_d[None, :], mask=is_head[:, None],
+                other=0.0)
+    m_i = tl.zeros([BLOCK_G], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_G], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_G, D], dtype=tl.float32)
     for j in range(0, pos // PAGE_SIZE + 1):
         page = tl.load(block_table_ptr + seq * stride_bt + j)
         is_valid = j * PAGE_SIZE + offs_p <= pos
-        kv = page * stride_page + offs_p[:, None] * stride_slot + kv_head * stride_head + offs_d[None, :]
-        k = tl.load(k_cache_ptr + kv, mask=is_valid[:, None], other=0.0).to(tl.float32)
-        scores = tl.sum(q[None, :] * k, axis=1) * SCALE
-        scores = tl.where(is_valid, scores, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(scores, axis=0))
+        base = page * stride_page + kv_head * stride_head
+        k = tl.load(k_cache_ptr + base + offs_p[None, :] * stride_slot + offs_d[:, None], mask=is_valid[None, :],
+                    other=0.0)
+        scores = tl.dot(q, k, input_precision="ieee") * SCALE
+        scores = tl.where(is_valid[None, :], scores, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(scores, axis=1))
         m_safe = tl.where(m_new > float("-inf"), m_new, 0.0)
         alpha = tl.exp(m_i - m_safe)
-        p = tl.exp(scores - m_safe)
-        v = tl.load(v_cache_ptr + kv, mask=is_valid[:, None], other=0.0).to(tl.float32)
-        l_i = l_i * alpha + tl.sum(p, axis=0)
-        acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)
+        p = tl.exp(scores - m_safe[:, None])
+        v = tl.load(v_cache_ptr + base + offs_p[:, None] * stride_slot + offs_d[None, :], mask=is_valid[:, None],
+                    other=0.0)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(DTYPE), v, input_precision="ieee")
         m_i = m_new
-    tl.store(out_ptr + row * stride_ot + head * stride_oh + offs_d, (acc / l_i).to(DTYPE))
+    out = acc / l_i[:, None]
+    tl.store(out_ptr + row * stride_ot + heads[:, None] * stride_oh + offs_d[None, :], out.to(DTYPE),
+             mask=is_head[:, None])
 
 
 def check_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
@@ -73,7 +83,7 @@ def check_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch
     c, static = entry.constexpr_dict(), entry.static_dict()
     assert entry.kernel == "paged_attention", f"entry {entry.key} is not a paged_attention entry"
     num_heads, num_kv_heads, head_dim = static["num_heads"], static["num_kv_heads"], c["D"]
-    assert num_heads == num_kv_heads * c["GROUP"], "plan entry heads are inconsistent"
+    assert num_heads == num_kv_heads * c["GROUP"] and c["BLOCK_G"] >= c["GROUP"], "plan entry heads are inconsistent"
     assert q.dim() == 3 and tuple(q.shape[1:]) == (num_heads, head_dim), \
         f"q shape {tuple(q.shape)} is not [T, {num_heads}, {head_dim}]"
     assert q.stride(2) == 1, f"q needs a unit stride on head_dim, got {q.stride()}"
@@ -97,11 +107,11 @@ def check_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch
 
 def launch_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
                            seq_idx: torch.Tensor, positions: torch.Tensor, out: torch.Tensor, entry: PlanEntry) -> None:
-    """Check the contract, then launch paged_attention_kernel on grid (T, Hq)."""
+    """Check the contract, then launch paged_attention_kernel on grid (T, Hkv)."""
     check_paged_attention(q, k_cache, v_cache, block_table, seq_idx, positions, out, entry)
     if q.shape[0] == 0:
         return
-    paged_attention_kernel[(q.shape[0], q.shape[1])](
+    paged_attention_kernel[(q.shape[0], k_cache.shape[2])](
         q, k_cache, v_cache, out, block_table, seq_idx, positions, q.stride(0), q.stride(1), out.stride(0),
         out.stride(1), block_table.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         **constexpr_kwargs(entry), num_warps=entry.num_warps, num_stages=entry.num_stages)

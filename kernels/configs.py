@@ -4,7 +4,8 @@ Every function here takes static shape values (hidden size, head counts, head di
 page size, the (N, K) of a weight, dtypes) and nothing else: no batch size, token count or KV
 length can reach a configuration, so a request's kernels run the same code whatever it is
 batched with. The plan (kernels/plan.py) and the launch wrappers (kernels/ops.py) call the
-same functions, and a launch is refused unless its configuration is in the active plan.
+same functions, and a launch is refused unless its configuration is in the active plan. They
+are pure, so they are memoised: an op pays a dict lookup, not a rebuild, per launch.
 
 Torch- and Triton-free so the plan, the verifier and the case loader can import it anywhere.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Mapping
 
 __all__ = [
@@ -111,6 +113,7 @@ def _row_warps(block: int, max_warps: int) -> int:
     return max(1, min(max_warps, block // 256))
 
 
+@lru_cache(maxsize=None)
 def embedding_config(*, vocab_size: int, hidden_size: int, dtype: str) -> LaunchConfig:
     """Embedding gather: one program per token, the whole row in one block."""
     _check_positive(vocab_size=vocab_size, hidden_size=hidden_size)
@@ -120,6 +123,7 @@ def embedding_config(*, vocab_size: int, hidden_size: int, dtype: str) -> Launch
                  _row_warps(block, 8), 1, {"vocab_size": vocab_size, "hidden_size": hidden_size, "dtype": dtype})
 
 
+@lru_cache(maxsize=None)
 def rms_norm_config(*, hidden_size: int, eps: float, has_residual: bool, dtype: str) -> LaunchConfig:
     """RMSNorm (optionally fused residual add): one program per token, one block per row."""
     _check_positive(hidden_size=hidden_size)
@@ -134,6 +138,7 @@ def rms_norm_config(*, hidden_size: int, eps: float, has_residual: bool, dtype: 
                  _row_warps(block, 16), 1, {"hidden_size": hidden_size, "dtype": dtype})
 
 
+@lru_cache(maxsize=None)
 def matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str) -> LaunchConfig:
     """``out[M, N] = x[M, K] @ weight[N, K].T (+ bias)``: tile sizes from (N, K, dtype) only.
 
@@ -156,6 +161,7 @@ def matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str)
                  warps, stages, {"n": n, "k": k, "dtype": dtype, "out_dtype": out_dtype})
 
 
+@lru_cache(maxsize=None)
 def rope_config(*, head_dim: int, dtype: str) -> LaunchConfig:
     """Rotary embedding (rotate-half): one program per (token, head)."""
     _check_positive(head_dim=head_dim)
@@ -166,6 +172,7 @@ def rope_config(*, head_dim: int, dtype: str) -> LaunchConfig:
                  {"head_dim": head_dim, "dtype": dtype})
 
 
+@lru_cache(maxsize=None)
 def silu_mul_config(*, intermediate_size: int, dtype: str) -> LaunchConfig:
     """``silu(gate) * up``: one program per (token, column block)."""
     _check_positive(intermediate_size=intermediate_size)
@@ -175,6 +182,7 @@ def silu_mul_config(*, intermediate_size: int, dtype: str) -> LaunchConfig:
                  4, 1, {"intermediate_size": intermediate_size, "dtype": dtype})
 
 
+@lru_cache(maxsize=None)
 def store_kv_config(*, num_kv_heads: int, head_dim: int, page_size: int, dtype: str) -> LaunchConfig:
     """KV-cache write: one program per (token, KV head) copies one K and one V row to its slot."""
     _check_positive(num_kv_heads=num_kv_heads, head_dim=head_dim, page_size=page_size)
@@ -186,20 +194,25 @@ def store_kv_config(*, num_kv_heads: int, head_dim: int, page_size: int, dtype: 
                  {"num_kv_heads": num_kv_heads, "head_dim": head_dim, "page_size": page_size, "dtype": dtype})
 
 
+@lru_cache(maxsize=None)
 def paged_attention_config(*, num_heads: int, num_kv_heads: int, head_dim: int, page_size: int,
                            scale: float, dtype: str) -> LaunchConfig:
-    """Paged causal attention: one program per (query token, query head), KV tile = one page."""
+    """Paged causal attention: one program per (query token, KV head), KV tile = one page.
+
+    The GROUP query heads of a KV head are the rows of a BLOCK_G >= 16 tile (``tl.dot`` needs
+    16 rows); head_dim and page_size must be powers of two >= 16 for the same reason.
+    """
     _check_positive(num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, page_size=page_size)
     _check_dtype(dtype)
     if num_heads % num_kv_heads:
         raise ValueError(f"num_heads {num_heads} is not a multiple of num_kv_heads {num_kv_heads}")
-    if not (_is_pow2(head_dim) and _is_pow2(page_size)):
-        raise ValueError(f"paged attention needs power-of-two head_dim and page_size, got {head_dim}, {page_size}")
+    if not (_is_pow2(head_dim) and _is_pow2(page_size) and head_dim >= 16 and page_size >= 16):
+        raise ValueError(f"paged attention needs power-of-two head_dim and page_size >= 16, got {head_dim}, {page_size}")
     if not scale > 0:
         raise ValueError(f"scale must be positive, got {scale!r}")
-    warps = 4 if head_dim * page_size >= 1024 else 2
+    group = num_heads // num_kv_heads
     return _make("paged_attention", f"hq{num_heads}_hkv{num_kv_heads}_d{head_dim}_p{page_size}",
-                 {"GROUP": num_heads // num_kv_heads, "D": head_dim, "PAGE_SIZE": page_size,
+                 {"GROUP": group, "BLOCK_G": max(16, _next_pow2(group)), "D": head_dim, "PAGE_SIZE": page_size,
                   "SCALE": _as_float32(scale), "DTYPE": dtype},
-                 warps, 2, {"num_heads": num_heads, "num_kv_heads": num_kv_heads, "head_dim": head_dim,
-                            "page_size": page_size, "dtype": dtype})
+                 4, 3, {"num_heads": num_heads, "num_kv_heads": num_kv_heads, "head_dim": head_dim,
+                        "page_size": page_size, "dtype": dtype})

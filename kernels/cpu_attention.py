@@ -1,7 +1,8 @@
 """The CPU path of paged attention: per query, the kernel's KV-tile loop, vectorised over queries.
 
-Query t visits tiles j = 0 .. positions[t] // PAGE_SIZE in ascending order, exactly like
-program (t, h) of the Triton kernel. The loop over j runs to the batch's longest query, but a
+Query t visits tiles j = 0 .. positions[t] // PAGE_SIZE in ascending order, like the Triton
+kernel's program for t (same tiles, masks, online softmax and -inf clamp; the arithmetic inside
+a tile is the CPU's own, so CPU and GPU agree within tolerance, not bitwise). The loop over j runs to the batch's longest query, but a
 query takes the update of tile j only while j is one of its own tiles; otherwise ``where``
 keeps its state untouched (a selection, not arithmetic), so extra iterations cannot change it.
 Future keys of the last tile are replaced by zeros before use, scored -inf and weighted +0, so

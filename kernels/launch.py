@@ -85,6 +85,11 @@ def record_launches() -> Iterator[list[LaunchRecord]]:
         _RECORDERS.reset(token)
 
 
+def _seals(entry: PlanEntry, config: LaunchConfig) -> bool:
+    return (entry.key, entry.num_warps, entry.num_stages, entry.static) == \
+        (config.key, config.num_warps, config.num_stages, config.static)
+
+
 def require(config: LaunchConfig) -> PlanEntry:
     """Admit a launch of ``config`` against the active plan and record it; refuse otherwise."""
     active = _ACTIVE.get()
@@ -94,7 +99,7 @@ def require(config: LaunchConfig) -> PlanEntry:
             "run it inside `with kernels.launch.use_plan(kernels.plan.plan_for(shape)):`")
     plan = active.plan
     entry = plan.lookup(config.kernel, config.constexprs)
-    if entry is None or entry.config() != config:
+    if entry is None or not _seals(entry, config):
         planned = [e.key for e in plan.entries if e.kernel == config.kernel]
         detail = "" if entry is None else f" (planned entry {entry.key} differs: {entry.config()})"
         raise PlanViolation(

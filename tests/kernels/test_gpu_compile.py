@@ -1,0 +1,58 @@
+"""Every sealed configuration compiles for a Hopper GPU (sm_90), on a machine without one.
+
+``triton.compile`` runs the whole pipeline (TTIR, TTGIR, LLVM IR, PTX, cubin) from the plan
+entry's constexprs and launch options, with the 16-divisibility Triton assumes for aligned
+pointers and strides at run time; bf16 matmuls must lower to Hopper warpgroup MMA.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+import triton
+from triton.backends.compiler import GPUTarget
+
+from kernels.plan import PlanEntry, preset_plan
+from kernels.tensors import constexpr_kwargs
+
+_POINTERS = {"float32": "*fp32", "bfloat16": "*bf16"}
+# Index pointers by kernel; every other pointer holds activations of the entry's dtype.
+_INDEX_POINTERS = {("embedding", "ids_ptr"): "*i64", ("store_kv", "slot_ptr"): "*i64", ("rope", "pos_ptr"): "*i64",
+                   ("rope", "cs_ptr"): "*fp32", ("paged_attention", "block_table_ptr"): "*i32",
+                   ("paged_attention", "seq_idx_ptr"): "*i32", ("paged_attention", "pos_ptr"): "*i32"}
+
+
+def compile_for_sm90(entry: PlanEntry):
+    module, name = entry.function.rsplit(".", 1)
+    fn = getattr(importlib.import_module(module), name)
+    dtype = entry.static_dict()["dtype"]
+    signature, aligned = {}, []
+    for index, param in enumerate(inspect.signature(fn.fn).parameters.values()):
+        if "constexpr" in str(param.annotation):
+            signature[param.name] = "constexpr"
+            continue
+        if param.name.endswith("_ptr"):
+            kind = _INDEX_POINTERS.get((entry.kernel, param.name), _POINTERS[dtype])
+            if entry.kernel == "matmul" and param.name == "out_ptr":
+                kind = _POINTERS[entry.constexpr_dict()["OUT_DTYPE"]]
+            signature[param.name] = kind
+        else:
+            signature[param.name] = "i32"
+        if param.name not in fn.do_not_specialize and param.name != "M":
+            aligned.append(index)
+    attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}
+    source = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexpr_kwargs(entry), attrs=attrs)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": entry.num_warps, "num_stages": entry.num_stages})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", preset_plan("llama-1b").keys())
+def test_llama_1b_entries_compile_for_sm90(key):
+    entry = preset_plan("llama-1b").entry(key)
+    compiled = compile_for_sm90(entry)
+    assert compiled.asm["cubin"], key
+    if entry.kernel == "matmul":
+        assert "wgmma" in compiled.asm["ptx"], f"{key} does not use Hopper warpgroup MMA"
