@@ -1,0 +1,1 @@
+"""``bitcase assure``: run every evidence producer, ingest, evaluate, render (see :mod:`.run`)."""

@@ -1,0 +1,153 @@
+"""Produce → ingest → evaluate → render, incrementally and safely interruptible.
+
+Each stage's records are written as one bundle (atomically) and ingested in one transaction,
+so an interruption loses at most the stage in flight and the next run resumes from the store:
+a stage runs only for obligations whose evidence under D is stale or missing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from assurance.pipeline.options import AssureOptions
+from assurance.pipeline.stages import StageContext, run_stage, stage_obligations
+
+__all__ = ["StageOutcome", "AssureResult", "prepare_model", "run_pipeline", "NEEDS_RUN"]
+
+# Obligation statuses a producer can change by running again.
+NEEDS_RUN = ("stale", "missing")
+
+
+@dataclass
+class StageOutcome:
+    """What one stage did: ran (with counts) or reused fresh evidence, or failed to run."""
+
+    stage: str
+    action: str  # "ran" | "reused" | "error" | "skipped"
+    obligations: list[str] = field(default_factory=list)
+    num_records: int = 0
+    num_added: int = 0
+    seconds: float = 0.0
+    bundle: str = ""
+    message: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class AssureResult:
+    """The verdict and where everything went."""
+
+    deployment_digest: str
+    model_dir: str
+    stages: list[StageOutcome]
+    top_claims: dict[str, str]  # claim id -> derived status
+    report: str = ""
+    diagram: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"deployment": self.deployment_digest, "model": self.model_dir, "top_claims": self.top_claims,
+                "report": self.report, "diagram": self.diagram, "notes": self.notes,
+                "stages": [s.to_json() for s in self.stages]}
+
+
+def prepare_model(options: AssureOptions, say: Callable[[str], None]) -> Path:
+    """The model directory: ``--model``, or the preset made once under the home directory."""
+    from engine.checkpoint import make_checkpoint
+
+    if options.model_dir is not None:
+        if not (options.model_dir / "config.json").is_file():
+            raise FileNotFoundError(f"{options.model_dir}: no config.json; pass a Hugging Face-format checkpoint "
+                                    f"directory, or leave --model out to use the {options.preset} preset")
+        return options.model_dir
+    target = options.home / "models" / options.preset
+    if not (target / "config.json").is_file():
+        say(f"making the {options.preset} preset model (random weights, seed 0) in {target}")
+        make_checkpoint(options.preset, target, seed=0)
+    return target
+
+
+def _obligation_statuses(options: AssureOptions, deployment) -> tuple[dict[str, str], Any, list[str]]:
+    """Evaluate the case under D from the store; map every obligation id to its derived status."""
+    from assurance.scope import DeploymentChoice, evaluate_under, paused_gc
+    from evidence_db.reviews import list_reviews
+    from evidence_db.session import open_session
+    from evidence_db.store import load_evidence
+
+    with paused_gc(), open_session(options.db_url) as session:
+        evidence = load_evidence(session=session, deployment_digest=deployment.digest)
+        reviews = list_reviews(session=session)
+    choice = DeploymentChoice(deployment.digest, dict(deployment.fields), "bitcase assure")
+    evaluation, notes = evaluate_under(options.case_path, choice, evidence=evidence, reviews=reviews)
+    statuses = {o.id: o.status for n in evaluation.nodes.values() for o in n.obligations}
+    return statuses, evaluation, notes
+
+
+def _ingest(options: AssureOptions, bundle: Path) -> int:
+    from evidence_db.ingest import ingest_paths
+    from evidence_db.session import open_session
+
+    with open_session(options.db_url, write=True) as session:
+        results = ingest_paths(session=session, paths=[bundle])
+    return sum(r.added for _, r in results)
+
+
+def run_pipeline(options: AssureOptions, *, command: tuple[str, ...], say: Callable[[str], None],
+                 progress: Callable[[str, str, int, int], None]) -> AssureResult:
+    """Run the stages that have stale or missing obligations under D, ingest each, then render."""
+    from engine.compare.api import deployment_for
+    from evidence_db.bundle import write_bundle
+    from evidence_db.migrate import ensure_store
+
+    ensure_store(options.db_url)
+    model_dir = prepare_model(options, say)
+    deployment = deployment_for(model_dir, options.scale, options.device)
+    say(f"deployment configuration D {deployment.digest}")
+    label = datetime.now(timezone.utc).strftime("forced-%Y%m%dT%H%M%S") if options.is_forced else ""
+    bundle_dir = options.home / "bundles" / deployment.digest.removeprefix("sha256:")[:16]
+    outcomes: list[StageOutcome] = []
+    for stage in options.stages:
+        statuses, _, _ = _obligation_statuses(options, deployment)
+        owned = stage_obligations(stage, list(statuses))
+        wanted = owned if options.is_forced else [o for o in owned if statuses[o] in NEEDS_RUN]
+        if not owned:
+            outcomes.append(StageOutcome(stage, "skipped", message="the case has no obligation for this stage"))
+            continue
+        if not wanted:
+            outcomes.append(StageOutcome(stage, "reused", owned, message="evidence under D is fresh"))
+            continue
+        ctx = StageContext(model_dir=model_dir, deployment=deployment, device=options.device, scale=options.scale,
+                           label=label, command=command, progress=lambda m, d, t, s=stage: progress(s, m, d, t))
+        started = time.perf_counter()
+        try:
+            records = run_stage(stage, ctx, wanted)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # a producer that cannot run is reported, the others still run
+            outcomes.append(StageOutcome(stage, "error", wanted, seconds=time.perf_counter() - started,
+                                         message=f"{type(exc).__name__}: {exc}"))
+            continue
+        bundle = bundle_dir / f"{stage}{'-' + label if label else ''}.jsonl"
+        write_bundle(bundle, records)
+        added = _ingest(options, bundle)
+        outcomes.append(StageOutcome(stage, "ran", wanted, len(records), added, time.perf_counter() - started,
+                                     str(bundle)))
+    _, evaluation, notes = _obligation_statuses(options, deployment)
+    result = AssureResult(deployment.digest, str(model_dir), outcomes,
+                          {t: evaluation.node(t).status for t in evaluation.tops}, notes=notes)
+    if options.is_rendering:
+        result.report, result.diagram = _render(options, result, say)
+    return result
+
+
+def _render(options: AssureOptions, result: AssureResult, say: Callable[[str], None]) -> tuple[str, str]:
+    from assurance.pipeline.outputs import render_outputs
+
+    return render_outputs(db_url=options.db_url, case_path=options.case_path, out_dir=options.out_dir,
+                          deployment_digest=result.deployment_digest, say=say)

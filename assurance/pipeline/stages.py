@@ -1,0 +1,144 @@
+"""The evidence producers ``bitcase assure`` runs, and which obligations each one discharges.
+
+Each stage returns evidence records; the pipeline writes them as a bundle and ingests it. A
+stage runs only for its obligations that are stale or missing under D (or all, when forced).
+torch, triton and z3 are imported inside the stage bodies.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from evidence_db.bundle import Deployment, EvidenceRecord, Producer, utc_now
+
+__all__ = ["StageContext", "stage_obligations", "run_stage", "PROPERTY_TESTS", "Progress"]
+
+Progress = Callable[[str, int, int], None]  # (message, done, total)
+
+# Engine property tests whose JUnit results discharge the engine obligations of the default case.
+PROPERTY_TESTS: dict[str, tuple[str, ...]] = {
+    "engine.sampler": ("tests/engine/test_sampler.py",),
+    "engine.cache.provenance": ("tests/engine/test_block_manager.py", "tests/engine/test_block_manager_stateful.py"),
+    "engine.cache.publication": ("tests/engine/test_scheduler.py", "tests/engine/test_scheduler_stateful.py"),
+    "engine.invariants": ("tests/engine/test_check_mode.py",),
+}
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """What every stage needs: the model, D, the device and scale, and a progress callback."""
+
+    model_dir: Path
+    deployment: Deployment
+    device: str
+    scale: str
+    label: str  # mixed into record ids on a forced re-run
+    command: tuple[str, ...]
+    progress: Progress
+
+
+def stage_obligations(stage: str, all_obligations: Sequence[str]) -> list[str]:
+    """The obligations (among the case's, under D) that ``stage`` produces evidence for."""
+    if stage == "verify":
+        return sorted(o for o in all_obligations if o.startswith("kernel.") and o.endswith(".contract"))
+    if stage == "runtime":
+        from engine.compare.protocol import RUNTIME_OBLIGATIONS
+
+        return [o for o in RUNTIME_OBLIGATIONS if o in all_obligations]
+    if stage == "properties":
+        return [o for o in PROPERTY_TESTS if o in all_obligations]
+    if stage == "compare":
+        from engine.compare.protocol import OBLIGATIONS
+
+        return [o for o in OBLIGATIONS.values() if o in all_obligations]
+    raise ValueError(f"unknown stage {stage!r}")
+
+
+def run_stage(stage: str, ctx: StageContext, obligations: Sequence[str]) -> list[EvidenceRecord]:
+    """Run ``stage`` for ``obligations`` and return its evidence records."""
+    return {"verify": _verify, "runtime": _runtime, "properties": _properties, "compare": _compare}[stage](
+        ctx, list(obligations))
+
+
+def _verify(ctx: StageContext, obligations: list[str]) -> list[EvidenceRecord]:
+    from proofs.producer import verify_plan_records
+
+    keys = {o.removeprefix("kernel.").removesuffix(".contract") for o in obligations}
+    return verify_plan_records(deployment=ctx.deployment, keys=keys, progress=ctx.progress,
+                               command=" ".join(ctx.command))
+
+
+def _runtime(ctx: StageContext, obligations: list[str]) -> list[EvidenceRecord]:
+    from engine.compare.api import runtime_checks
+
+    ctx.progress("runtime configuration checks", 0, 1)
+    records = runtime_checks(ctx.model_dir, ctx.device, ctx.scale, deployment=ctx.deployment,
+                             command=list(ctx.command), source="bitcase assure")
+    ctx.progress("runtime configuration checks", 1, 1)
+    return [r for r in records if r.obligation in obligations]
+
+
+def _compare(ctx: StageContext, obligations: list[str]) -> list[EvidenceRecord]:
+    from engine.compare.api import run_suites
+    from engine.compare.protocol import OBLIGATIONS
+
+    suites = [name for name, obligation in OBLIGATIONS.items() if obligation in obligations]
+
+    def on_event(event) -> None:
+        if event.kind in ("start", "unit"):
+            ctx.progress(f"comparisons: {event.message}", event.done, event.total)
+
+    return run_suites(ctx.model_dir, suites, ctx.scale, ctx.device, progress=on_event, deployment=ctx.deployment,
+                      label=ctx.label, command=list(ctx.command), runtime=False)
+
+
+def _properties(ctx: StageContext, obligations: list[str]) -> list[EvidenceRecord]:
+    """Run the engine's property tests under pytest and turn each test case into a ``test_result``."""
+    from assurance.subjects import project_root
+    from engine.compare.identity import code_subjects
+    from evidence_db.junit import junit_records
+
+    root = project_root()
+    files = [f for o in obligations for f in PROPERTY_TESTS[o]]
+    missing = [f for f in files if not (root / f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"property tests not found ({', '.join(missing)}): they ship with the source "
+                                f"checkout; run bitcase from a clone of the repository")
+    mapping = [(f"{Path(f).with_suffix('').as_posix().replace('/', '.')}.*", o) for o in obligations
+               for f in PROPERTY_TESTS[o]]
+    subjects = tuple(s for s in code_subjects(root) if s.uri.startswith("code:engine/"))
+    started = utc_now()
+    ctx.progress("engine property tests", 0, 1)
+    with tempfile.TemporaryDirectory(prefix="bitcase-junit-") as tmp:
+        xml = Path(tmp) / "junit.xml"
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}",
+                               *files], cwd=root, env=env, capture_output=True, text=True)
+        if not xml.is_file():
+            raise RuntimeError(f"pytest wrote no JUnit report (exit {proc.returncode}): {proc.stderr[-2000:]}")
+        dicts = [d for _, d in junit_records(xml, obligation_map=mapping,
+                                             deployment={"fields": ctx.deployment.fields})]
+    ctx.progress("engine property tests", 1, 1)
+    producer = Producer(tool="bitcase assure (engine property tests)", version=_version(),
+                        command=" ".join(ctx.command), host=os.uname().nodename, accelerator="cpu",
+                        started_at=started, finished_at=utc_now())
+    return [EvidenceRecord(id=f"{d['id']}{':' + ctx.label if ctx.label else ''}", category="test_result",
+                           obligation=d["obligation"], status=d["status"], summary=d["summary"], producer=producer,
+                           deployment=ctx.deployment, subjects=subjects, details=d["details"],
+                           produced_at=d["produced_at"]) for d in dicts]
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("bitcase")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
