@@ -174,13 +174,15 @@ def solution_verdict(node: Node, index: EvidenceIndex, *, fresh: Freshness, revi
         results.append(result)
         counterexamples.extend(cex)
         labels.append(label)
-    reasons = [f"{r.id}: {why}" for r in results for why in r.reasons]
+    # Name the obligation in a reason only when it is not simply the solution itself.
+    named = len(results) > 1 or any(r.id != node.id for r in results)
+    reasons = [f"{r.id}: {why}" if named else why for r in results for why in r.reasons]
     if any(r.status == "failed" for r in results):
         status = "failed"
     elif node.is_trusted and not all(lb in _STRENGTH and lb != "trusted" for lb in labels):
         status = "trusted-reviewed" if review is not None and review.is_accepted else "trusted-unreviewed"
         # Evidence is optional for a trusted item: only what was found is worth a reason.
-        reasons = [f"{r.id}: {why}" for r in results if r.status != "missing" for why in r.reasons]
+        reasons = [f"{r.id}: {why}" if named else why for r in results if r.status != "missing" for why in r.reasons]
         results = [r if r.status in CATEGORY_LABEL.values() else _as_status(r, status) for r in results]
         if review is not None and not review.is_accepted:
             reasons.insert(0, f"review: {review.state}" + (f" ({review.decision} by {review.reviewer})"
