@@ -18,6 +18,9 @@ from assurance.render.tree import tree_rows
 __all__ = ["report_context", "scope_context", "report_data", "index_data", "INDEX_COLUMNS"]
 
 _PROBLEM_ORDER = {"failed": 0, "defeated": 0, "stale": 1, "missing": 2}
+# Rows per category table; tables list failing and stale rows first, and the evidence index
+# (searchable, paged) holds every item, so a longer table would only repeat it.
+MAX_TABLE_ROWS = 300
 
 
 def _anchor_prefixes(model: ReportModel) -> dict[str, tuple[str, str]]:
@@ -45,6 +48,13 @@ def _attention(scope: ScopeModel) -> list[dict[str, Any]]:
     entries.sort(key=lambda e: (e["rank"], e["kind"], e["node"].node_id if e["kind"] == "node"
                                 else e["item"].item_id))
     return entries
+
+
+def _capped(rows: list[Any]) -> dict[str, Any]:
+    """The first MAX_TABLE_ROWS rows (problems sort first), and what was left out."""
+    left_out = rows[MAX_TABLE_ROWS:]
+    return {"rows": rows[:MAX_TABLE_ROWS], "total": len(rows), "num_left_out": len(left_out),
+            "num_problems_left_out": sum(1 for r in left_out if not r.is_passing)}
 
 
 def _metrics(scope: ScopeModel) -> dict[str, Any]:
@@ -88,9 +98,9 @@ def scope_context(scope: ScopeModel, node_prefix: str, evidence_prefix: str) -> 
         "metrics": _metrics(scope),
         "attention": _attention(scope),
         "rows": tree_rows(scope),
-        "kernel_proofs": tables.kernel_proof_rows(scope.evidence),
-        "runtime_checks": tables.runtime_check_rows(scope.evidence),
-        "suites": tables.suite_rows(scope.evidence),
+        "kernel_proofs": _capped(tables.kernel_proof_rows(scope.evidence)),
+        "runtime_checks": _capped(tables.runtime_check_rows(scope.evidence)),
+        "suites": _capped(tables.suite_rows(scope.evidence)),
         "trusted": tables.trusted_rows(scope.nodes),
         "trusted_evidence": [i for i in scope.evidence if i.category == "trusted_contract_translation"],
         "trusted_base": [by_id[t] for t in scope.trusted_base],
