@@ -11,7 +11,6 @@ other sessions until the caller commits.
 
 from __future__ import annotations
 
-import os
 import uuid
 from typing import Iterable, Sequence
 
@@ -28,10 +27,9 @@ from evidence_db.views import IngestResult
 __all__ = ["ChainAppender", "LOOKUP_CHUNK"]
 
 LOOKUP_CHUNK = 500  # ids per IN (...) lookup; well under SQLite's bound-parameter limit
-ITEM_COLUMNS = ("id", "record_id", "schema_id", "category", "obligation", "status", "summary", "details",
-                "produced_at", "deployment_id", "producer_id", "content_digest", "seq", "prev_chain_digest",
-                "chain_digest")
-SUBJECT_COLUMNS = ("evidence_id", "position", "uri", "sha256")
+ITEM_COLUMNS = ("seq", "record_id", "schema_id", "category", "obligation", "status", "summary", "details",
+                "produced_at", "deployment_id", "producer_id", "content_digest", "prev_chain_digest", "chain_digest")
+SUBJECT_COLUMNS = ("evidence_seq", "position", "uri", "sha256")
 
 
 def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
@@ -58,9 +56,6 @@ class ChainAppender:
         self.prev_digest: str = head.chain_digest
         self._producer_ids: dict[str, uuid.UUID] = {}  # digest -> id
         self._deployment_ids: dict[str, uuid.UUID] = {}
-        # Row ids ascend within one ingest (B-tree friendly) under a random 64-bit prefix.
-        self._id_prefix = int.from_bytes(os.urandom(8), "big") << 64
-        self._id_count = 0
         mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
         self._insert_item_sql = _insert_sql("evidence_items", ITEM_COLUMNS, mark)
         self._insert_subject_sql = _insert_sql("subjects", SUBJECT_COLUMNS, mark)
@@ -115,23 +110,19 @@ class ChainAppender:
         producer_ids = self._producer_rows(records)
         deployment_ids = self._deployment_rows(records)
         items, subjects = [], []
-        prefix, count = self._id_prefix, self._id_count
         for rec in records:
-            count += 1
-            item_id = f"{prefix | count:032x}"  # what SQLAlchemy's Uuid stores on SQLite; PostgreSQL casts it
             seq, prev, chain = self.link(KIND_EVIDENCE, rec.content_digest)
-            items.append((item_id, rec.record_id, rec.schema_id, rec.category, rec.obligation, rec.status,
-                          rec.summary, rec.details_json, rec.produced_at, deployment_ids[rec.deployment_digest],
-                          producer_ids[rec.producer_json], rec.content_digest, seq, prev, chain))
-            subjects.extend((item_id, position, uri, sha) for position, (uri, sha) in enumerate(rec.subjects))
-        self._id_count = count
+            items.append((seq, rec.record_id, rec.schema_id, rec.category, rec.obligation, rec.status, rec.summary,
+                          rec.details_json, rec.produced_at, deployment_ids[rec.deployment_digest],
+                          producer_ids[rec.producer_json], rec.content_digest, prev, chain))
+            subjects.extend((seq, position, uri, sha) for position, (uri, sha) in enumerate(rec.subjects))
         conn = self._session.connection()
         conn.exec_driver_sql(self._insert_item_sql, items)
         if subjects:
             conn.exec_driver_sql(self._insert_subject_sql, subjects)
 
     def _producer_rows(self, records: list[PreparedRecord]) -> dict[str, str]:
-        """Producer run ids (hex) keyed by the producer's canonical JSON, inserting new runs."""
+        """Producer run ids (as SQLAlchemy stores a Uuid on SQLite; PostgreSQL casts it) keyed by the producer's canonical JSON, inserting new runs."""
         by_json = {rec.producer_json: rec.producer for rec in records}
         digests = {text: content_digest_of_text(text) for text in by_json}
         self._resolve(ProducerRun, self._producer_ids, set(digests.values()))

@@ -13,13 +13,13 @@ import uuid
 from datetime import date, datetime, timezone
 from typing import Annotated, Any
 
-from sqlalchemy import JSON, BigInteger, CheckConstraint, ForeignKey, Index, MetaData, String, Text
+from sqlalchemy import JSON, BigInteger, CheckConstraint, ForeignKey, Index, Integer, MetaData, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import DateTime
 
 from evidence_db.bundle import CATEGORIES, STATUSES
 
-__all__ = ["Base", "Model", "Deployment", "ProducerRun", "EvidenceItem", "Subject", "Review",
+__all__ = ["Base", "Model", "SEQ_TYPE", "Deployment", "ProducerRun", "EvidenceItem", "Subject", "Review",
            "ChainHead", "DECISIONS", "MAIN_CHAIN", "GENESIS_DIGEST"]
 
 DECISIONS = ("accept", "reject", "needs-work")
@@ -38,6 +38,8 @@ NAMING_CONVENTION = {
 DigestStr = Annotated[str, mapped_column(String(71))]  # "sha256:" + 64 hex
 IsoTimeStr = Annotated[str, mapped_column(String(40))]  # ISO 8601 as the producer wrote it
 UtcDateTime = Annotated[datetime, mapped_column(DateTime(timezone=True))]
+SEQ_TYPE = BigInteger().with_variant(Integer, "sqlite")  # SQLite: INTEGER PRIMARY KEY is the rowid
+ChainSeq = Annotated[int, mapped_column(SEQ_TYPE, primary_key=True, autoincrement=False)]  # chain position
 
 
 def _sql_in(values: tuple[str, ...]) -> str:
@@ -91,8 +93,11 @@ class ProducerRun(Model):
     evidence: Mapped[list[EvidenceItem]] = relationship(back_populates="producer")
 
 
-class EvidenceItem(Model):
-    """One evidence item: exactly one category, the D it was produced under, a chain link."""
+class EvidenceItem(Base):
+    """One evidence item: exactly one category, the D it was produced under, a chain link.
+
+    Keyed by its chain position: appends are sequential, and on SQLite the key is the rowid.
+    """
 
     __tablename__ = "evidence_items"
     __table_args__ = (
@@ -100,6 +105,7 @@ class EvidenceItem(Model):
         CheckConstraint(f"status IN ({_sql_in(STATUSES)})", name="status"),
     )
 
+    seq: Mapped[ChainSeq]
     record_id: Mapped[str] = mapped_column(String(512), unique=True)
     schema_id: Mapped[str] = mapped_column(String(64))
     category: Mapped[str] = mapped_column(String(40))
@@ -111,7 +117,6 @@ class EvidenceItem(Model):
     deployment_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("deployments.id"), index=True)
     producer_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("producer_runs.id"))
     content_digest: Mapped[DigestStr]
-    seq: Mapped[int] = mapped_column(BigInteger, unique=True)
     prev_chain_digest: Mapped[DigestStr]
     chain_digest: Mapped[DigestStr]
 
@@ -125,15 +130,15 @@ class Subject(Base):
 
     __tablename__ = "subjects"
 
-    evidence_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("evidence_items.id"), primary_key=True)
-    position: Mapped[int] = mapped_column(primary_key=True)
+    evidence_seq: Mapped[int] = mapped_column(SEQ_TYPE, ForeignKey("evidence_items.seq"), primary_key=True)
+    position: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
     uri: Mapped[str] = mapped_column(String(2048))
     sha256: Mapped[DigestStr]
 
     evidence: Mapped[EvidenceItem] = relationship(back_populates="subjects")
 
 
-class Review(Model):
+class Review(Base):
     """An audit review of a case node or evidence item, pinned to the target's digest."""
 
     __tablename__ = "reviews"
@@ -142,6 +147,7 @@ class Review(Model):
         Index("ix_reviews_target", "target"),
     )
 
+    seq: Mapped[ChainSeq]
     target: Mapped[str] = mapped_column(String(512))
     target_digest: Mapped[str] = mapped_column(String(200))
     decision: Mapped[str] = mapped_column(String(16))
@@ -150,7 +156,6 @@ class Review(Model):
     expires: Mapped[date | None]
     created_at: Mapped[UtcDateTime]
     content_digest: Mapped[DigestStr]
-    seq: Mapped[int] = mapped_column(BigInteger, unique=True)
     prev_chain_digest: Mapped[DigestStr]
     chain_digest: Mapped[DigestStr]
 

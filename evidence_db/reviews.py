@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import date, datetime, timezone
 
 from sqlalchemy import insert, select
@@ -56,8 +55,8 @@ def add_review(*, session: Session, target: str, target_digest: str, decision: s
     digest = content_digest_of_text(canonical_json(content))
     appender = ChainAppender(session)
     seq, prev, chain = appender.link(KIND_REVIEW, digest)
-    session.execute(insert(Review.__table__).values(
-        id=uuid.uuid4(), target=target, target_digest=target_digest, decision=decision, reviewer=reviewer,
+    session.execute(insert(Review).values(
+        target=target, target_digest=target_digest, decision=decision, reviewer=reviewer,
         rationale=rationale, expires=expires, created_at=created, content_digest=digest, seq=seq,
         prev_chain_digest=prev, chain_digest=chain))
     appender.finish()

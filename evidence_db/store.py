@@ -20,7 +20,6 @@ from evidence_db.chain import iso_utc
 from evidence_db.models import Deployment, EvidenceItem, ProducerRun, Subject
 from evidence_db.bundle import SCHEMA_ID
 from evidence_db.prepare import PreparedRecord, Preparer
-from evidence_db.verify import raw_id
 from evidence_db.views import DeploymentView, EvidenceView, IngestResult, SubjectView
 
 __all__ = ["ingest_records", "ingest_prepared", "load_evidence", "list_deployments", "BATCH_SIZE"]
@@ -72,30 +71,30 @@ def _json_dict(record: EvidenceRecord) -> dict[str, Any]:
 
 def load_evidence(*, session: Session, deployment_digest: str | None = None) -> list[EvidenceView]:
     """Every stored evidence item in chain (ingest) order, optionally only those of one deployment."""
-    query = (select(raw_id(EvidenceItem.id), EvidenceItem.record_id, EvidenceItem.category, EvidenceItem.obligation,
+    query = (select(EvidenceItem.record_id, EvidenceItem.category, EvidenceItem.obligation,
                     EvidenceItem.status, EvidenceItem.summary, EvidenceItem.details, EvidenceItem.produced_at,
                     EvidenceItem.content_digest, EvidenceItem.seq, Deployment.digest, ProducerRun.tool,
                     ProducerRun.version)
              .join(Deployment, EvidenceItem.deployment_id == Deployment.id)
              .join(ProducerRun, EvidenceItem.producer_id == ProducerRun.id)
              .order_by(EvidenceItem.seq))
-    subject_query = (select(raw_id(Subject.evidence_id), Subject.uri, Subject.sha256)
-                     .join(EvidenceItem, Subject.evidence_id == EvidenceItem.id)
-                     .order_by(Subject.evidence_id, Subject.position))
+    subject_query = (select(Subject.evidence_seq, Subject.uri, Subject.sha256)
+                     .join(EvidenceItem, Subject.evidence_seq == EvidenceItem.seq)
+                     .order_by(Subject.evidence_seq, Subject.position))
     if deployment_digest is not None:
         query = query.where(Deployment.digest == deployment_digest)
         subject_query = (subject_query.join(Deployment, EvidenceItem.deployment_id == Deployment.id)
                          .where(Deployment.digest == deployment_digest))
-    subjects: dict[object, list[SubjectView]] = defaultdict(list)
-    for evidence_id, uri, sha in session.execute(subject_query):
-        subjects[evidence_id].append(SubjectView(uri=uri, sha256=sha))
+    subjects: dict[int, list[SubjectView]] = defaultdict(list)
+    for seq, uri, sha in session.execute(subject_query):
+        subjects[seq].append(SubjectView(uri=uri, sha256=sha))
     views = []
-    for (item_id, record_id, category, obligation, status, summary, details, produced_at, content_digest, seq,
+    for (record_id, category, obligation, status, summary, details, produced_at, content_digest, seq,
          deployment, tool, version) in session.execute(query):
         views.append(EvidenceView(
             item_id=record_id, category=category, obligation=obligation, status=status, summary=summary,
             deployment_digest=deployment, produced_at=produced_at, content_digest=content_digest,
-            producer_tool=tool, producer_version=version, subjects=tuple(subjects.get(item_id, ())),
+            producer_tool=tool, producer_version=version, subjects=tuple(subjects.get(seq, ())),
             details=details, seq=seq))
     return views
 

@@ -21,7 +21,7 @@ from evidence_db.chain import (GENESIS_DIGEST, KIND_EVIDENCE, KIND_REVIEW, chain
 from evidence_db.models import MAIN_CHAIN, ChainHead, Deployment, EvidenceItem, ProducerRun, Review, Subject
 from evidence_db.views import ChainFault, ChainReport
 
-__all__ = ["verify_chain", "raw_id", "WINDOW_ROWS", "MAX_FAULTS"]
+__all__ = ["verify_chain", "WINDOW_ROWS", "MAX_FAULTS"]
 
 WINDOW_ROWS = 20_000
 MAX_FAULTS = 50
@@ -30,7 +30,7 @@ MAX_FAULTS = 50
 Entry = tuple[str, str, str, str, str, str]
 
 
-def raw_id(column: Any) -> Any:
+def _raw_id(column: Any) -> Any:
     """A UUID column as the driver returns it (no per-row UUID objects: they cost most of a verify)."""
     return type_coerce(column, String)
 
@@ -47,11 +47,11 @@ def verify_chain(*, session: Session) -> ChainReport:
     producers = {pid: producer_json({"tool": t, "version": v, "command": c, "host": h, "accelerator": a,
                                      "started_at": s, "finished_at": f})
                  for pid, t, v, c, h, a, s, f in session.execute(
-                     select(raw_id(ProducerRun.id), ProducerRun.tool, ProducerRun.version, ProducerRun.command,
+                     select(_raw_id(ProducerRun.id), ProducerRun.tool, ProducerRun.version, ProducerRun.command,
                             ProducerRun.host, ProducerRun.accelerator, ProducerRun.started_at,
                             ProducerRun.finished_at))}
     deployments = {did: deployment_json(canonical_json(fields), digest) for did, digest, fields in
-                   session.execute(select(raw_id(Deployment.id), Deployment.digest, Deployment.fields))}
+                   session.execute(select(_raw_id(Deployment.id), Deployment.digest, Deployment.fields))}
     faults: list[ChainFault] = []
     prev = GENESIS_DIGEST
     num_rows = 0
@@ -93,25 +93,25 @@ def verify_chain(*, session: Session) -> ChainReport:
 def _evidence_window(session: Session, lo: int, hi: int, producers: dict[Any, str],
                      deployments: dict[Any, str]) -> dict[int, Entry]:
     in_window = (EvidenceItem.seq >= lo) & (EvidenceItem.seq < hi)
-    subjects: dict[Any, list[tuple[str, str]]] = defaultdict(list)
-    for evidence_id, uri, sha in session.execute(
-            select(raw_id(Subject.evidence_id), Subject.uri, Subject.sha256)
-            .join(EvidenceItem, Subject.evidence_id == EvidenceItem.id).where(in_window)
-            .order_by(Subject.evidence_id, Subject.position)):
-        subjects[evidence_id].append((uri, sha))
+    subjects: dict[int, list[tuple[str, str]]] = defaultdict(list)
+    for seq, uri, sha in session.execute(
+            select(Subject.evidence_seq, Subject.uri, Subject.sha256)
+            .where((Subject.evidence_seq >= lo) & (Subject.evidence_seq < hi))
+            .order_by(Subject.evidence_seq, Subject.position)):
+        subjects[seq].append((uri, sha))
     rows = session.execute(
-        select(raw_id(EvidenceItem.id), EvidenceItem.seq, EvidenceItem.record_id, EvidenceItem.schema_id,
+        select(EvidenceItem.seq, EvidenceItem.record_id, EvidenceItem.schema_id,
                EvidenceItem.category, EvidenceItem.obligation, EvidenceItem.status, EvidenceItem.summary,
-               EvidenceItem.produced_at, cast(EvidenceItem.details, Text), raw_id(EvidenceItem.producer_id),
-               raw_id(EvidenceItem.deployment_id), EvidenceItem.content_digest, EvidenceItem.prev_chain_digest,
+               EvidenceItem.produced_at, cast(EvidenceItem.details, Text), _raw_id(EvidenceItem.producer_id),
+               _raw_id(EvidenceItem.deployment_id), EvidenceItem.content_digest, EvidenceItem.prev_chain_digest,
                EvidenceItem.chain_digest).where(in_window))
     window: dict[int, Entry] = {}
-    for (item_id, seq, record_id, schema_id, category, obligation, status, summary, produced_at, details,
+    for (seq, record_id, schema_id, category, obligation, status, summary, produced_at, details,
          producer_id, deployment_id, content, prev, chain) in rows:
         text = evidence_content_json(
             schema_id=schema_id, record_id=record_id, category=category, obligation=obligation, status=status,
             summary=summary, produced_at=produced_at, producer=producers.get(producer_id, "null"),
-            deployment=deployments.get(deployment_id, "null"), subjects=subjects_json(subjects.get(item_id, ())),
+            deployment=deployments.get(deployment_id, "null"), subjects=subjects_json(subjects.get(seq, ())),
             details=details)
         window[seq] = (KIND_EVIDENCE, record_id, content_digest_of_text(text), content, prev, chain)
     return window

@@ -17,12 +17,12 @@ depends_on = None
 
 GENESIS_DIGEST = "sha256:" + "0" * 64  # frozen copy of evidence_db.models.GENESIS_DIGEST
 DIGEST = sa.String(length=71)
+SEQ = sa.BigInteger().with_variant(sa.Integer(), "sqlite")  # SQLite: INTEGER PRIMARY KEY is the rowid
 
 
 def _chain_columns() -> list[sa.Column]:
     return [
         sa.Column("content_digest", DIGEST, nullable=False),
-        sa.Column("seq", sa.BigInteger(), nullable=False),
         sa.Column("prev_chain_digest", DIGEST, nullable=False),
         sa.Column("chain_digest", DIGEST, nullable=False),
     ]
@@ -62,7 +62,7 @@ def upgrade() -> None:
     )
     op.create_table(
         "reviews",
-        sa.Column("id", sa.Uuid(), nullable=False),
+        sa.Column("seq", SEQ, autoincrement=False, nullable=False),
         sa.Column("target", sa.String(length=512), nullable=False),
         sa.Column("target_digest", sa.String(length=200), nullable=False),
         sa.Column("decision", sa.String(length=16), nullable=False),
@@ -72,13 +72,12 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         *_chain_columns(),
         sa.CheckConstraint("decision IN ('accept', 'reject', 'needs-work')", name=op.f("ck_reviews_decision")),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_reviews")),
-        sa.UniqueConstraint("seq", name=op.f("uq_reviews_seq")),
+        sa.PrimaryKeyConstraint("seq", name=op.f("pk_reviews")),
     )
     op.create_index("ix_reviews_target", "reviews", ["target"])
     op.create_table(
         "evidence_items",
-        sa.Column("id", sa.Uuid(), nullable=False),
+        sa.Column("seq", SEQ, autoincrement=False, nullable=False),
         sa.Column("record_id", sa.String(length=512), nullable=False),
         sa.Column("schema_id", sa.String(length=64), nullable=False),
         sa.Column("category", sa.String(length=40), nullable=False),
@@ -99,20 +98,19 @@ def upgrade() -> None:
                                 name=op.f("fk_evidence_items_deployment_id_deployments")),
         sa.ForeignKeyConstraint(["producer_id"], ["producer_runs.id"],
                                 name=op.f("fk_evidence_items_producer_id_producer_runs")),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_evidence_items")),
+        sa.PrimaryKeyConstraint("seq", name=op.f("pk_evidence_items")),
         sa.UniqueConstraint("record_id", name=op.f("uq_evidence_items_record_id")),
-        sa.UniqueConstraint("seq", name=op.f("uq_evidence_items_seq")),
     )
     op.create_index(op.f("ix_evidence_items_deployment_id"), "evidence_items", ["deployment_id"])
     op.create_table(
         "subjects",
-        sa.Column("evidence_id", sa.Uuid(), nullable=False),
-        sa.Column("position", sa.Integer(), nullable=False),
+        sa.Column("evidence_seq", SEQ, nullable=False),
+        sa.Column("position", sa.Integer(), autoincrement=False, nullable=False),
         sa.Column("uri", sa.String(length=2048), nullable=False),
         sa.Column("sha256", DIGEST, nullable=False),
-        sa.ForeignKeyConstraint(["evidence_id"], ["evidence_items.id"],
-                                name=op.f("fk_subjects_evidence_id_evidence_items")),
-        sa.PrimaryKeyConstraint("evidence_id", "position", name=op.f("pk_subjects")),
+        sa.ForeignKeyConstraint(["evidence_seq"], ["evidence_items.seq"],
+                                name=op.f("fk_subjects_evidence_seq_evidence_items")),
+        sa.PrimaryKeyConstraint("evidence_seq", "position", name=op.f("pk_subjects")),
     )
 
 
