@@ -14,7 +14,8 @@ from typing import Callable
 
 import torch
 
-__all__ = ["L2_FLUSH_BYTES", "time_calls", "eager_call_us", "copy_bandwidth_gbps", "cublas_bf16_tflops"]
+__all__ = ["L2_FLUSH_BYTES", "time_calls", "eager_call_us", "process_cpu_us", "copy_bandwidth_gbps",
+           "cublas_bf16_tflops"]
 
 L2_FLUSH_BYTES = 256 * 2**20  # more than any current GPU's L2 (H100/H200: 50 MiB)
 
@@ -73,6 +74,16 @@ def eager_call_us(call: Callable[[], object], *, device: str, iterations: int = 
         call()
     _sync(device)
     return (time.perf_counter() - start) * 1e6 / iterations
+
+
+def process_cpu_us(call: Callable[[], object], *, iterations: int = 20) -> float:
+    """CPU seconds of this process per call, in microseconds: on a shared machine, unlike wall
+    time, not inflated by other processes' load (intra-op threads add theirs)."""
+    call()
+    start = time.process_time()
+    for _ in range(iterations):
+        call()
+    return (time.process_time() - start) * 1e6 / iterations
 
 
 def copy_bandwidth_gbps(*, device: str, repeats: int, num_bytes: int = 2**30) -> float:

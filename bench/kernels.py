@@ -31,7 +31,7 @@ sys.path.insert(0, str(_BENCH.parent))
 
 from bench.kernel_cases import BenchCase, all_cases  # noqa: E402
 from bench.kernel_timing import (L2_FLUSH_BYTES, copy_bandwidth_gbps, cublas_bf16_tflops,  # noqa: E402
-                                 eager_call_us, time_calls)
+                                 eager_call_us, process_cpu_us, time_calls)
 from kernels.launch import use_plan  # noqa: E402
 from kernels.plan import plan_for  # noqa: E402
 from kernels.shapes import preset  # noqa: E402
@@ -77,6 +77,8 @@ def run_case(case: BenchCase, *, device: str, repeats: int, ceilings: dict) -> d
     row["copies"] = copies
     row["ours_us"], row["timing"] = time_calls([b[0] for b in built], device=device, repeats=repeats)
     row["ours_eager_us"] = eager_call_us(built[0][0], device=device)
+    if device == "cpu":
+        row["ours_cpu_us"] = process_cpu_us(built[0][0])
     if built[0][1] is not None:
         row["torch_us"], _ = time_calls([b[1] for b in built], device=device, repeats=repeats)
         row["ours_over_torch"] = row["ours_us"] / row["torch_us"]
@@ -103,6 +105,8 @@ def markdown(results: dict) -> str:
         return "" if value is None else format(value, spec)
     for r in results["cases"]:
         note = r.get("error", "").splitlines()[-1][:80] if r.get("error") else r.get("timing", "")
+        if r.get("ours_cpu_us") is not None:
+            note += f"; {r['ours_cpu_us']:.0f} µs CPU time"
         lines.append(f"| {r['kernel']} | {r['shape']} | {r['m']} | {fmt(r.get('ours_us'), '.1f')} | "
                      f"{fmt(r.get('torch_us'), '.1f')} | {fmt(r.get('ours_over_torch'), '.2f')} | "
                      f"{fmt(r.get('ours_gbps'), '.1f')} | {fmt(r.get('pct_copy_bandwidth'), '.0f')} | "
