@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import pytest
 
 from assurance.render.model import EvidenceModel, NodeModel, ReportModel, ReviewModel, ScopeModel
+
+# Graphviz: skipped without `dot`, unless BITCASE_REQUIRE_DOT=1 makes its absence a failure.
+needs_dot = pytest.mark.skipif(
+    shutil.which("dot") is None and os.environ.get("BITCASE_REQUIRE_DOT") != "1",
+    reason="Graphviz 'dot' is not installed (apt-get install graphviz); set BITCASE_REQUIRE_DOT=1 to fail instead")
 
 # Text that would run, link or template itself if any layer let it through.
 HOSTILE = ('</script><script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'

@@ -3,12 +3,11 @@
 import json
 import shutil
 
-import pytest
 from typer.testing import CliRunner
 
 from assurance.cli.main import app
 from assurance.render import graphviz
-from tests.render.conftest import ingest, make_record
+from tests.render.conftest import ingest, make_record, needs_dot
 
 runner = CliRunner()
 
@@ -58,7 +57,7 @@ def test_report_input_errors_exit_2(store, case_file, tmp_path):
     assert result.exit_code == 2 and "nope.toml" in result.stderr
 
 
-@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed (apt-get install graphviz)")
+@needs_dot
 def test_diagram_svg_and_focus(store, case_file, tmp_path):
     result = invoke("diagram", "--db", store, "--case", case_file, "--out", tmp_path / "d.svg")
     assert result.exit_code == 0, result.output

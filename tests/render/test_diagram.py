@@ -1,8 +1,6 @@
 """The trust-boundary diagram: DOT-safe ids, deterministic bytes, focus, Graphviz present or not."""
 
-import os
 import re
-import shutil
 
 import pytest
 
@@ -11,12 +9,8 @@ from assurance.render.components import attachment, region_of
 from assurance.render.diagram import UnknownNodeError, dot_quote, dot_source
 from assurance.render.html import RenderOptions, render_report_html
 from assurance.render.model import NodeModel
-from tests.render.conftest import HOSTILE, make_model, make_scope
+from tests.render.conftest import HOSTILE, make_model, make_scope, needs_dot
 
-HAS_DOT = shutil.which("dot") is not None
-needs_dot = pytest.mark.skipif(
-    not HAS_DOT and os.environ.get("BITCASE_REQUIRE_DOT") != "1",
-    reason="Graphviz 'dot' is not installed (apt-get install graphviz); set BITCASE_REQUIRE_DOT=1 to fail instead")
 
 
 def _ids(dot_text):
