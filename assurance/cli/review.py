@@ -6,13 +6,12 @@ import json
 import re
 from datetime import date, datetime, timezone
 from enum import Enum
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from assurance.cli._case_options import CaseOption, PlanOption, resolve_case_path, user_errors
-from assurance.cli._common import EXIT_FINDINGS, BitcaseError, DbOption, JsonOption, err_console, fail
+from assurance.cli._common import EXIT_FINDINGS, BitcaseError, DbOption, JsonOption, err_console
 
 review_app = typer.Typer(help="Audit reviews of trusted items and evidence (append-only, digest-pinned).",
                          no_args_is_help=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 from assurance.render import legend, tables
 from assurance.render.fragments import Links
-from assurance.render.model import EvidenceModel, NodeModel, ReportModel, ScopeModel
+from assurance.render.model import NodeModel, ReportModel, ScopeModel
 from assurance.render.safe import anchor_id, clean_text, short_digest
 from assurance.render.tree import tree_rows
 

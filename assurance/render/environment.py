@@ -49,11 +49,7 @@ def make_environment(template_dir: Path | None = None) -> jinja2.Environment:
         keep_trailing_newline=True,
         finalize=_finalize,
     )
-    env.filters["clean"] = safe.clean_text
     env.filters["short"] = safe.short_digest
-    env.filters["anchor"] = safe.anchor_id
-    env.filters["url"] = safe.safe_url
-    env.filters["preview"] = safe.preview
     env.globals["long"] = long_text
     env.globals["badge"] = badge
     env.globals["status_tokens"] = status_tokens

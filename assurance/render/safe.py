@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from markupsafe import Markup
 
-__all__ = ["clean_text", "preview", "safe_url", "script_json", "anchor_id", "short_digest",
+__all__ = ["clean_text", "safe_url", "script_json", "anchor_id", "short_digest",
            "MAX_PREVIEW_CHARS"]
 
 MAX_PREVIEW_CHARS = 240
@@ -50,18 +50,6 @@ def clean_text(value: Any) -> str:
     elif not isinstance(value, str):
         value = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     return _UNSAFE_CHARS.sub(_visible_escape, value)
-
-
-def preview(value: Any, max_chars: int = MAX_PREVIEW_CHARS) -> tuple[str, bool]:
-    """Cleaned text cut to ``max_chars`` (with an ellipsis) and whether it was cut.
-
-    >>> preview("x" * 10, 4)
-    ('xxxx…', True)
-    """
-    text = clean_text(value)
-    if len(text) <= max_chars:
-        return text, False
-    return text[:max_chars] + "…", True
 
 
 def safe_url(value: Any) -> str | None:

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from assurance.render.safe import anchor_id, clean_text, preview, safe_url, script_json, short_digest
+from assurance.render.fragments import long_text
+from assurance.render.safe import anchor_id, clean_text, safe_url, script_json, short_digest
 
 
 def test_clean_text_shows_controls_bidi_and_surrogates_as_escapes():
@@ -14,9 +15,11 @@ def test_clean_text_shows_controls_bidi_and_surrogates_as_escapes():
     clean_text("\ud800").encode("utf-8")  # always encodable
 
 
-def test_preview_cuts_and_says_so():
-    assert preview("abc", 5) == ("abc", False)
-    assert preview("abcdef", 3) == ("abc…", True)
+def test_long_text_cuts_and_keeps_the_whole_text_escaped():
+    assert str(long_text("a<b", 5)) == "a&lt;b"
+    cut = str(long_text("<" * 10, 3))
+    assert cut.startswith('<span class="long">&lt;&lt;&lt;…') and "show all 10 characters" in cut
+    assert "&lt;" * 10 in cut and "<<" not in cut
 
 
 @pytest.mark.parametrize("url", [
