@@ -40,12 +40,17 @@ def report(
 
     if templates is not None and not templates.is_dir():
         fail(f"template directory {templates} does not exist", hint="pass a directory holding your template overrides")
+    if out.exists() and not out.is_dir():
+        fail(f"--out {out} is a file", hint="pass a directory; the report is written as DIR/report.html")
     with user_errors():
         state = load_state(db=db, case_path=resolve_case_path(case, db), config=config, plan=plan)
         model = report_model([(s.evaluation, s.fields, s.notes) for s in state.scopes], evidence=state.evidence,
                              reviews=state.reviews, store_ref=state.store_ref, case_ref=state.case_ref,
                              case_digest=state.case_digest)
-    path = write_report(model, out, RenderOptions(template_dir=templates, with_diagram=not no_diagram))
+    try:
+        path = write_report(model, out, RenderOptions(template_dir=templates, with_diagram=not no_diagram))
+    except OSError as exc:
+        fail(f"cannot write the report into {out}: {exc.strerror or exc}", hint="pass a writable directory")
     unsupported = []
     for scope in model.scopes:
         for claim in scope.top_claims:

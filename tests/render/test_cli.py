@@ -55,6 +55,10 @@ def test_report_input_errors_exit_2(store, case_file, tmp_path):
     assert result.exit_code == 2 and "no evidence store" in result.stderr
     result = invoke("report", "--db", store, "--case", tmp_path / "nope.toml", "--out", tmp_path / "o")
     assert result.exit_code == 2 and "nope.toml" in result.stderr
+    result = invoke("report", "--db", store, "--case", case_file, "--out", case_file)
+    assert result.exit_code == 2 and "is a file" in result.stderr
+    result = invoke("report", "--db", store, "--case", case_file, "--out", tmp_path / "o", "--templates", tmp_path / "t")
+    assert result.exit_code == 2 and "template directory" in result.stderr
 
 
 @needs_dot
