@@ -71,20 +71,27 @@ def status(case: CaseOption = None, config: ConfigOption = None, plan: PlanOptio
            json_out: JsonOption = False,
            show_all: Annotated[bool, typer.Option("--all", help="Also show nodes that do not apply under D.")] = False,
            ) -> None:
-    """Show every claim's derived status under D: a tree for people, or JSON (--json) for machines."""
+    """Show every claim's derived status under D: a tree for people, or JSON (--json) for machines.
+
+    Exit 1 when the primary claim is not supported (supported under trust counts as supported);
+    `bitcase check` is the stricter gate.
+    """
     from assurance.scope import paused_gc
     from assurance.tree_view import status_tree
+    from assurance.trusted import SUPPORTED
 
     result = _assess(case, config, plan, db)
     evaluation = result.evaluation
     if json_out:
         with paused_gc():
             emit_json(evaluation.to_json(), compact=True)
-        return
-    for tree in status_tree(evaluation, show_not_applicable=show_all):
-        out_console.print(tree)
-    counts = ", ".join(f"{n} {s}" for s, n in evaluation.counts().items())
-    err_console.print(f"{len(evaluation.nodes)} nodes: {counts}", highlight=False, soft_wrap=True)
+    else:
+        for tree in status_tree(evaluation, show_not_applicable=show_all):
+            out_console.print(tree)
+        counts = ", ".join(f"{n} {s}" for s, n in evaluation.counts().items())
+        err_console.print(f"{len(evaluation.nodes)} nodes: {counts}", highlight=False, soft_wrap=True)
+    if evaluation.node(evaluation.top).status not in SUPPORTED:
+        raise typer.Exit(EXIT_FINDINGS)
 
 
 def check(case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None, db: DbOption = None,
@@ -137,7 +144,8 @@ def trusted_base_cmd(case: CaseOption = None, config: ConfigOption = None, plan:
                       highlight=False, soft_wrap=True)
 
 
-def whatif_cmd(distrust: Annotated[list[str], typer.Option("--distrust", help="Solution id to distrust (repeatable).")],
+def whatif_cmd(distrust: Annotated[list[str], typer.Option(
+                   "--distrust", help="Solution id to distrust (repeat the option, or separate ids with commas).")],
                case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None,
                db: DbOption = None, json_out: JsonOption = False) -> None:
     """List the claims that lose support if the given items are distrusted."""
@@ -145,7 +153,7 @@ def whatif_cmd(distrust: Annotated[list[str], typer.Option("--distrust", help="S
 
     evaluation = _assess(case, config, plan, db).evaluation
     try:
-        outcome = whatif(evaluation, distrust)
+        outcome = whatif(evaluation, [i.strip() for value in distrust for i in value.split(",") if i.strip()])
     except (KeyError, ValueError) as exc:
         fail(str(exc).strip("'\""), hint="trusted items: see `bitcase trusted-base`")
     if json_out:

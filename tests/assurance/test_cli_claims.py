@@ -87,6 +87,13 @@ def test_config_selects_a_deployment_by_prefix(store, case_file):
     assert unknown.exit_code == 2 and "no deployment configuration matches" in unknown.stderr
 
 
+def test_status_exits_1_when_the_claim_is_not_supported(store, case_file):
+    ingest(store, [record("batch-2", "suite.batch", "test_result", "fail")])
+    result = invoke("status", "--db", store, "--case", case_file)
+    assert result.exit_code == 1 and "[defeated] G.top" in result.stdout
+    assert "counterexample batch-2" in result.stdout
+
+
 def test_check_gates_on_reviews_and_failures(store, case_file):
     result = invoke("check", "--db", store, "--case", case_file)
     assert result.exit_code == 1 and result.stdout.splitlines() == [
@@ -121,7 +128,7 @@ def test_trusted_base_and_whatif(store, case_file):
     base = json.loads(invoke("trusted-base", "--db", store, "--case", case_file, "--json").stdout)
     assert [(r["id"], r["review"]["state"]) for r in base] == [("trusted.compiler", "unreviewed")]
     assert base[0]["review"]["current_digest"].startswith("sha256:")
-    result = invoke("whatif", "--db", store, "--case", case_file, "--distrust", "trusted.compiler")
+    result = invoke("whatif", "--db", store, "--case", case_file, "--distrust", "trusted.compiler,suite.batch")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == ["G.top\tsupported-under-trust -> incomplete",
                                           "S.split\tsupported-under-trust -> incomplete"]
@@ -149,7 +156,7 @@ def test_an_empty_store_falls_back_to_the_engines_current_configuration(empty_st
     path = tmp_path / "e.db"
     shutil.copyfile(empty_store, path)
     result = invoke("status", "--db", path, "--json")  # the bundled case, expanded over D's recorded plan
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # nothing discharged: the claim is not supported
     assert "the engine's current configuration" in result.stderr
     doc = json.loads(result.stdout)
     assert doc["case"]["plan"].startswith("plan tiny")
