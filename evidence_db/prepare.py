@@ -58,9 +58,15 @@ def _is_plain_json(value: Any, depth: int) -> bool:
     if depth >= MAX_DEPTH:
         return False
     if kind is dict:
-        return all(type(k) is str and _is_plain_json(v, depth + 1) for k, v in value.items())
+        for key, item in value.items():
+            if type(key) is not str or not _is_plain_json(item, depth + 1):
+                return False
+        return True
     if kind is list:
-        return all(_is_plain_json(v, depth + 1) for v in value)
+        for item in value:
+            if not _is_plain_json(item, depth + 1):
+                return False
+        return True
     return False
 
 
@@ -104,7 +110,7 @@ class Preparer:
 
     def __init__(self) -> None:
         self._producers: dict[tuple[tuple[str, str], ...], str] = {}  # producer items -> canonical JSON
-        self._deployments: dict[str, tuple[dict[str, Any], str]] = {}  # digest -> (fields, canonical JSON)
+        self._deployments: dict[str, tuple[dict[str, Any], str]] = {}  # digest -> (fields, deployment JSON)
         self._last_deployment: Any = object()  # the last deployment object that passed every check
 
     def __call__(self, record: Any, where: str) -> PreparedRecord:
@@ -141,7 +147,7 @@ class Preparer:
         if deployment is not self._last_deployment:  # bundle lines share one parsed object when repeated
             check_deployment(deployment, ("deployment",))
         fields, deployment_digest = deployment["fields"], deployment["digest"]
-        fields_json = self._fields_json(fields, deployment_digest)
+        dep_json = self._deployment_json(fields, deployment_digest)
         self._last_deployment = deployment
         details = record.get("details", {})
         check_json_value(details, "details")
@@ -151,7 +157,7 @@ class Preparer:
             schema_id=record["schema"], record_id=record["id"], category=record["category"],
             obligation=record["obligation"], status=record["status"], summary=record["summary"],
             produced_at=record["produced_at"], producer=prod_json,
-            deployment=deployment_json(fields_json, deployment_digest), subjects=subjects_json(subjects),
+            deployment=dep_json, subjects=subjects_json(subjects),
             details=details_json)
         return PreparedRecord(
             where=where, record_id=record["id"], schema_id=record["schema"], category=record["category"],
@@ -160,25 +166,26 @@ class Preparer:
             deployment_digest=deployment_digest, subjects=subjects, details=details, details_json=details_json,
             content_digest=content_digest_of_text(content))
 
-    def _fields_json(self, fields: dict[str, Any], digest: str) -> str:
-        """Canonical JSON of deployment fields, checked against their digest once per distinct value."""
+    def _deployment_json(self, fields: dict[str, Any], digest: str) -> str:
+        """Canonical JSON of the deployment object, its fields checked against the digest once per value."""
         cached = self._deployments.get(digest)
         if cached is not None and cached[0] is fields:
             return cached[1]
         if cached is not None:
             try:
-                text = canonical_json(fields)
+                text = deployment_json(canonical_json(fields), digest)
             except (ValueError, TypeError, RecursionError):
                 text = None
             if text == cached[1]:  # same text as a value already checked: same value
                 return text
         check_json_value(fields, "deployment.fields")
-        text = canonical_json(fields)
-        actual = content_digest_of_text(text)
+        fields_json = canonical_json(fields)
+        actual = content_digest_of_text(fields_json)
         if actual != digest:
             raise SchemaViolation("deployment.digest", f"{digest} does not match the fields (their digest is "
                                   f"{actual})", "write the digest evidence_db.canonical.digest_of(fields) "
                                   "computes (bundle.Deployment fills it in)")
+        text = deployment_json(fields_json, digest)
         if cached is None:
             self._deployments[digest] = (fields, text)
         return text
