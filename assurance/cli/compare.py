@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from assurance.cli._common import EXIT_FINDINGS, BitcaseError, JsonOption, err_console, out_console
+from assurance.cli._common import EXIT_FINDINGS, JsonOption, err_console, fail, out_console
 
 SUITE_CHOICES = "all, batch, chunk, prefill-decode, prefix, schedule, negative-control, fidelity"
 
@@ -33,8 +33,8 @@ def _load_deployment(path: Path | None):
         data = json.loads(path.read_text(encoding="utf-8"))
         return Deployment(fields=data["fields"], digest=data.get("digest", ""))
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise BitcaseError(f"--deployment {path}: not a deployment file ({exc})",
-                           hint='write one with `bitcase check-config --write-deployment FILE.json`') from None
+        fail(f"--deployment {path}: not a deployment file ({exc})",
+             hint="write one with `bitcase check-config --write-deployment FILE.json`")
 
 
 def _finish(records, out: Path, json_output: bool, extra: dict) -> None:
@@ -44,7 +44,7 @@ def _finish(records, out: Path, json_output: bool, extra: dict) -> None:
     try:
         count = write_bundle(out, records)
     except OSError as exc:
-        raise BitcaseError(f"cannot write the bundle {out}: {exc}") from None
+        fail(f"cannot write the bundle {out}: {exc}")
     summary = summarize(records)
     err_console.print(f"wrote {count} records to {out}", highlight=False)
     if json_output:
@@ -83,11 +83,15 @@ def compare(
     """
     import sys
 
-    from engine.compare.api import CompareInputError, run_suites
+    from engine.compare.api import CompareInputError, plan, run_suites
     from engine.compare.progress import ProgressEvent
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     expected = _load_deployment(deployment)
+    try:
+        plan(model, suite or ["all"], scale, shard=shard, device=device)
+    except CompareInputError as exc:
+        fail(str(exc), hint="see `bitcase compare --help`")
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=False) as bar:
         task = bar.add_task("compare", total=None)
@@ -99,11 +103,8 @@ def compare(
                 bar.update(task, completed=event.done, description=event.message)
             else:
                 bar.update(task, description=event.message)
-        try:
-            records = run_suites(model, suite or ["all"], scale=scale, device=device, shard=shard, progress=progress,
-                                 deployment=expected, label=label, command=["bitcase", *sys.argv[1:]])
-        except CompareInputError as exc:
-            raise BitcaseError(str(exc), hint="see `bitcase compare --help`") from None
+        records = run_suites(model, suite or ["all"], scale=scale, device=device, shard=shard, progress=progress,
+                             deployment=expected, label=label, command=["bitcase", *sys.argv[1:]])
     _finish(records, out, json_output, {"scale": scale, "shard": shard, "device": device})
 
 
@@ -138,7 +139,7 @@ def check_config(
             records = runtime_checks(model, device, scale, deployment=expected,
                                      command=["bitcase", *sys.argv[1:]])
     except CompareInputError as exc:
-        raise BitcaseError(str(exc), hint="see `bitcase check-config --help`") from None
+        fail(str(exc), hint="see `bitcase check-config --help`")
     _finish(records, out, json_output, {"device": device, "scale": scale})
 
 

@@ -63,7 +63,10 @@ def deployment_for(model_dir: str | Path, scale: str = "ci", device: str = "cpu"
     """
     from engine.deployment import current_deployment
 
-    return current_deployment(Path(model_dir), device=device, **dict(scale_spec(scale).deployment))
+    try:
+        return current_deployment(Path(model_dir), device=device, **dict(scale_spec(scale).deployment))
+    except ValueError as exc:  # unreadable checkpoint or configuration: the message names it
+        raise CompareInputError(str(exc)) from None
 
 
 def _subjects(deployment: Deployment) -> tuple[Subject, ...]:
@@ -78,9 +81,12 @@ def run_key_for(deployment: Deployment, scale: str = "ci", *, label: str = "", s
 
 
 def plan(model_dir: str | Path, suites: str | Sequence[str] = "all", scale: str = "ci", *,
-         shard: str | Shard = "1/1", seed: int = PROTOCOL_SEED) -> list[Unit]:
-    """The units a shard would run, without running anything (dry runs, docs, sharding checks)."""
-    spec, shard_obj, vocab_size = _inputs(Path(model_dir), scale, shard, "cpu")
+         shard: str | Shard = "1/1", device: str = "cpu", seed: int = PROTOCOL_SEED) -> list[Unit]:
+    """The units a shard would run, without running anything (dry runs, input validation, docs).
+
+    Raises :class:`CompareInputError` exactly when :func:`run_suites` would refuse the same input.
+    """
+    spec, shard_obj, vocab_size = _inputs(Path(model_dir), scale, shard, device)
     return shard_units(plan_units(_suites(suites), spec, vocab_size, seed), shard_obj)
 
 

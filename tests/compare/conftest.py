@@ -39,3 +39,11 @@ def run_fake(fake_model_dir: Path, deployment: Deployment):
         return run_suites(fake_model_dir, suites, scale="ci", device="cpu", shard=shard, deployment=deployment,
                           factory=FAKE_FACTORY, command=["test"], runtime=False, **kwargs)
     return run
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny preset checkpoint (float32, seed 0), written once per session."""
+    from engine.checkpoint import make_checkpoint
+
+    return make_checkpoint("tiny", tmp_path_factory.mktemp("tiny"), seed=0)

@@ -74,3 +74,27 @@ def test_invalid_traces_are_problems_not_mismatches(bad):
         b = with_logits(a, a.logits[:3])
     with pytest.raises(TraceProblem):
         compare_traces(b, a)
+
+
+def _engine_trace(t):
+    from engine.sampling_params import SamplerState
+    from engine.trace import Trace, TraceEntry, row_digest
+
+    entries = [TraceEntry(i, tok, SamplerState(*state), row_digest(row), row)
+               for i, (tok, state, row) in enumerate(zip(t.tokens, t.sampler_states, t.logits))]
+    return Trace((1, 2, 3), SamplerState(9, 0), entries)
+
+
+@pytest.mark.parametrize("position,element", [(0, 0), (2, 7), (3, 15)])
+def test_agrees_with_the_engines_prefix_comparability(position, element):
+    from engine.trace import compare_traces as engine_compare
+
+    a = trace()
+    logits = a.logits.clone()
+    logits[position, element] += 2.0 ** -20
+    b = with_logits(a, logits)
+    ours, theirs = compare_traces(b, a), engine_compare(_engine_trace(b), _engine_trace(a))
+    assert not theirs.agree and theirs.first_difference.position == ours.position == position
+    assert theirs.first_difference.element_index == ours.element == element
+    assert theirs.first_difference.max_abs_diff == ours.largest_difference
+    assert engine_compare(_engine_trace(a), _engine_trace(a)).agree and compare_traces(a, a) is None
