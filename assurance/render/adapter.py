@@ -71,10 +71,10 @@ def scope_model(evaluation: Evaluation, *, deployment_fields: Mapping[str, Any],
             item_id=view.item_id, category=view.category, obligation=view.obligation, status=view.status,
             summary=view.summary, produced_at=view.produced_at, content_digest=view.content_digest,
             producer_tool=view.producer_tool, producer_version=view.producer_version,
-            subjects=tuple((s.uri, s.sha256) for s in view.subjects), details=dict(view.details or {}),
+            subjects=tuple((s.uri, s.sha256) for s in view.subjects), details=view.details or {},
             is_stale=view.item_id in stale_ids,
-            review=evidence_review(view.item_id, view.content_digest, by_target.get(view.item_id, ()),
-                                   today=evaluation.today)))
+            review=(evidence_review(view.item_id, view.content_digest, by_target[view.item_id], today=evaluation.today)
+                    if view.item_id in by_target else None)))
     return ScopeModel(deployment_digest=evaluation.deployment_digest, deployment_fields=dict(deployment_fields),
                       nodes=tuple(nodes), top_claims=tuple(evaluation.tops), trusted_base=tuple(base),
                       evidence=tuple(items), notes=tuple(notes))
