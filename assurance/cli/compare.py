@@ -52,11 +52,11 @@ def _finish(records, out: Path, json_output: bool, extra: dict) -> None:
     else:
         from rich.table import Table
 
-        table = Table("obligation", "status", "units", "comparisons", "passed", "failed", "errors")
+        columns = ("units", "comparisons", "passed", "failed", "detected", "errors")
+        table = Table("obligation", "status", *columns)
         for name, s in summary.items():
             colour = "green" if s["status"] == "pass" else "red"
-            table.add_row(name, f"[{colour}]{s['status']}[/]", str(s["units"] or "-"), str(s["comparisons"] or "-"),
-                          str(s["passed"] or "-"), str(s["failed"] or "-"), str(s["errors"] or "-"))
+            table.add_row(name, f"[{colour}]{s['status']}[/]", *(str(s[c] or "-") for c in columns))
         out_console.print(table)
     if not is_clean(records):
         raise typer.Exit(EXIT_FINDINGS)

@@ -29,7 +29,7 @@ def test_compare_writes_a_bundle_and_json_summary(tiny_model_dir, tmp_path):
     summary = json.loads(result.stdout)
     assert summary["obligations"]["suite.prefix"] == {
         "category": "test_result", "status": "pass", "units": 4, "comparisons": 14, "passed": 14, "failed": 0,
-        "errors": 0, "findings": 0}
+        "detected": 0, "errors": 0, "findings": 0}
     assert {"runtime.plan", "runtime.no_autotune", "runtime.deployment"} <= set(summary["obligations"])
     records = read_bundle(out)
     assert len(records) == summary["records"] == 4 + 3

@@ -58,10 +58,14 @@ def test_injected_fault_is_reported_exactly(run_fake, monkeypatch):
 
 
 def test_negative_control_detects(run_fake):
+    from engine.compare.summary import summarize
+
     records = by_id(run_fake(["negative-control"]))
     assert len(records) == 5, "control units emit no per-mismatch records"
     assert all(r.status == "pass" and r.details["num_failed"] > 0 for r in records.values())
-    assert sum(r.details["num_comparisons"] for r in records.values()) == 196
+    summary = summarize(records.values())["suite.negative_control"]
+    assert summary["comparisons"] == 196 and summary["detected"] > 0
+    assert summary["passed"] == summary["failed"] == 0, "detections are not failures of the control"
 
 
 def test_control_without_detection_fails(run_fake, monkeypatch):

@@ -2,8 +2,8 @@
 
 Six prompts each produce four greedy positions in one engine of D; every produced row is compared
 with an independent implementation of the same checkpoint: on CUDA, Hugging Face transformers'
-``LlamaForCausalLM`` in float32 when it is importable; otherwise (and always on CPU) the float64
-torch reference ``engine/reference.py``. A prompt passes when
+model class for it (``LlamaForCausalLM``, ``Qwen2ForCausalLM``) in float32 when transformers is
+importable; otherwise (and always on CPU) the float64 torch reference ``engine/reference.py``. A prompt passes when
 
 * the largest |engine - reference| over its rows and the whole vocabulary is at most
   ``TOLERANCE[dtype] * max(1, largest |reference logit|)`` (the stated tolerance, scaled to the
@@ -48,17 +48,18 @@ def _reference(ctx: SuiteContext) -> tuple[str, Callable[[Sequence[int]], torch.
     """(description, function: token ids -> [T, V] float64 logits on the CPU)."""
     if ctx.device.startswith("cuda"):
         try:
-            from transformers import LlamaForCausalLM
+            from transformers import AutoModelForCausalLM
         except ImportError:
             pass
         else:
-            model = LlamaForCausalLM.from_pretrained(ctx.model_dir, torch_dtype=torch.float32).to(ctx.device).eval()
+            model = AutoModelForCausalLM.from_pretrained(ctx.model_dir, torch_dtype=torch.float32)
+            model = model.to(ctx.device).eval()
 
             @torch.no_grad()
             def hf_logits(ids: Sequence[int]) -> torch.Tensor:
                 x = torch.tensor([list(ids)], device=ctx.device)
                 return model(x).logits[0].double().cpu()
-            return "transformers LlamaForCausalLM (float32, CUDA)", hf_logits
+            return f"transformers {type(model).__name__} (float32, CUDA)", hf_logits
     from engine.reference import ReferenceModel
 
     return "engine/reference.py (float64, CPU)", ReferenceModel(ctx.model_dir).logits
