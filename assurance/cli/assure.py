@@ -93,8 +93,12 @@ def _summary(result) -> None:
     for s in result.stages:
         style = {"error": "red", "ran": "green", "reused": "cyan"}.get(s.action, "")
         table.add_row(s.stage, f"[{style}]{s.action}[/]" if style else s.action, str(len(s.obligations)),
-                      str(s.num_records), str(s.num_added), f"{s.seconds:.1f}", s.message[:80])
+                      str(s.num_records), str(s.num_added), f"{s.seconds:.1f}",
+                      "see below" if s.action == "error" else s.message)
     err_console.print(table)
+    for s in result.stages:
+        if s.action == "error":
+            err_console.print(f"[red]stage {s.stage} failed:[/] {s.message}", highlight=False, soft_wrap=True)
     for note in result.notes:
         err_console.print(f"note: {note}", style="yellow", highlight=False)
 
