@@ -16,9 +16,9 @@ from engine.compare.progress import ProgressCallback
 from engine.compare.protocol import PROTOCOL_SEED, PROTOCOL_VERSION, SUITES, suite_names
 from engine.compare.records import unit_records
 from engine.compare.references import DEFAULT_FACTORY, load_factory
-from engine.compare.runner import plan_units, run_units, shard_units
+from engine.compare.runner import plan_units, run_units
 from engine.compare.scales import ScaleSpec, scale_spec
-from engine.compare.sharding import Shard, parse_shard
+from engine.compare.sharding import Shard, parse_shard, select
 from engine.compare.units import Unit
 from engine.model_config import read_model_spec
 from evidence_db.bundle import Deployment, EvidenceRecord, Subject, utc_now
@@ -87,7 +87,7 @@ def plan(model_dir: str | Path, suites: str | Sequence[str] = "all", scale: str 
     Raises :class:`CompareInputError` exactly when :func:`run_suites` would refuse the same input.
     """
     spec, shard_obj, vocab_size = _inputs(Path(model_dir), scale, shard, device)
-    return shard_units(plan_units(_suites(suites), spec, vocab_size, seed), shard_obj)
+    return select(plan_units(_suites(suites), spec, vocab_size, seed), shard_obj)
 
 
 def run_suites(model_dir: str | Path, suites: str | Sequence[str] = "all", scale: str = "ci",
@@ -125,7 +125,7 @@ def run_suites(model_dir: str | Path, suites: str | Sequence[str] = "all", scale
     key = run_key_for(deployment, spec.name, label=label, seed=seed)
     all_units = plan_units(names, spec, vocab_size, seed)
     started = utc_now()
-    outcomes = run_units(shard_units(all_units, shard_obj), model_dir=model_dir, scale=spec, vocab_size=vocab_size,
+    outcomes = run_units(select(all_units, shard_obj), model_dir=model_dir, scale=spec, vocab_size=vocab_size,
                          seed=seed, device=device, factory=load_factory(factory), factory_spec=factory,
                          expected_core=core_digest(deployment), progress=progress)
     identity = RunIdentity(key=key, deployment=deployment, subjects=subjects, scale=spec.name, seed=seed,

@@ -12,11 +12,10 @@ from engine.compare.progress import ProgressCallback, ProgressEvent
 from engine.compare.references import ReferencePool
 from engine.compare.runs import EngineFactory
 from engine.compare.scales import ScaleSpec
-from engine.compare.sharding import Shard, select
 from engine.compare.suites import batch, chunk, fidelity, negative, prefill_decode, prefix, schedule
 from engine.compare.units import Unit
 
-__all__ = ["PLANNERS", "plan_units", "shard_units", "run_units"]
+__all__ = ["PLANNERS", "plan_units", "run_units"]
 
 PLANNERS = {"batch": batch, "chunk": chunk, "prefill-decode": prefill_decode, "prefix": prefix,
             "schedule": schedule, "negative-control": negative, "fidelity": fidelity}
@@ -27,14 +26,10 @@ def plan_units(suites: Sequence[str], scale: ScaleSpec, vocab_size: int, seed: i
     return [u for name in suites for u in PLANNERS[name].plan(scale, vocab_size, seed)]
 
 
-def shard_units(units: Sequence[Unit], shard: Shard) -> list[Unit]:
-    """The units shard ``shard`` runs."""
-    return select(units, shard)
-
-
 def _crashed(unit: Unit, exc: BaseException) -> UnitOutcome:
     reason = f"the unit could not run: {type(exc).__name__}: {exc}"
-    return UnitOutcome(unit, [unavailable(c, c.candidate, reason) for c in unit.comparisons], problems=[reason])
+    return UnitOutcome(unit, [unavailable(c, c.candidate, reason) for c in unit.comparisons], problems=[reason],
+                       expects_mismatch=unit.suite == "negative-control")
 
 
 def _run_one(unit: Unit, ctx: SuiteContext, control_ctx: Callable[[], SuiteContext]) -> UnitOutcome:
