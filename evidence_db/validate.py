@@ -18,8 +18,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Callable
 
-__all__ = ["SchemaViolation", "compile_schema", "evidence_schema", "validate_evidence", "evidence_part_checks",
-           "json_type_name"]
+__all__ = ["SchemaViolation", "compile_schema", "json_type_name", "format_path", "evidence_schema",
+           "validate_evidence", "evidence_part_checks"]
 
 Path = tuple[str | int, ...]
 Check = Callable[[Any, Path], None]

@@ -10,7 +10,6 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evidence_db.canonical import canonical_json
 from evidence_db.errors import BundleError
 from evidence_db.junit import junit_records
 from evidence_db.lineparse import LineParser

@@ -137,4 +137,5 @@ def test_reports_written_by_pytest(tmp_path: Path) -> None:
     records = [r for _, r in junit_records(report, obligation_map=[("*", "G_default")],
                                            deployment={"fields": {}, "digest": sha256_digest(b"{}")})]
     assert [(r["details"]["junit"]["name"], r["status"], r["obligation"]) for r in records] == [
-        ("test_ok", "pass", "G_sample"), ("test_bad", "fail", "G_default"), ("test_skipped", "inconclusive", "G_default")]
+        ("test_ok", "pass", "G_sample"), ("test_bad", "fail", "G_default"),
+        ("test_skipped", "inconclusive", "G_default")]

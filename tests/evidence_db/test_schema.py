@@ -102,7 +102,8 @@ def test_sqlite_connections_enforce_foreign_keys_and_use_wal(db_path: Path) -> N
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar_one() == "wal"
             assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar_one() >= 1000
             with pytest.raises(IntegrityError):
-                conn.exec_driver_sql("INSERT INTO subjects (evidence_seq, position, uri, sha256) VALUES (99, 0, 'u', 'd')")
+                conn.exec_driver_sql("INSERT INTO subjects (evidence_seq, position, uri, sha256) "
+                                     "VALUES (99, 0, 'u', 'd')")
     finally:
         engine.dispose()
 
