@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from evidence_db.errors import BundleError
 from evidence_db.junit import junit_records, parse_deployment_json
 from evidence_db.prepare import PreparedRecord, Preparer
-from evidence_db.reader import iter_json, iter_jsonl, sniff_kind
+from evidence_db.reader import STDIN, iter_json, iter_jsonl, sniff_kind
 from evidence_db.store import ingest_prepared
 from evidence_db.views import IngestResult
 
@@ -27,10 +27,13 @@ MAX_DEPLOYMENT_FILE_BYTES = 16 * 1024 * 1024
 
 
 def expand_paths(paths: Sequence[Path]) -> list[Path]:
-    """Files to ingest: files as given, directories expanded to their bundles and reports (sorted)."""
+    """Files to ingest: files as given (``-`` is standard input), directories expanded to their
+    bundles and reports (sorted), each file once."""
     files: list[Path] = []
     for path in paths:
-        if path.is_dir():
+        if path == STDIN:
+            files.append(path)
+        elif path.is_dir():
             found = sorted(p for p in path.rglob("*") if p.suffix.lower() in INPUT_SUFFIXES and p.is_file())
             if not found:
                 raise BundleError("directory holds no bundles or reports", where=str(path),
@@ -42,7 +45,7 @@ def expand_paths(paths: Sequence[Path]) -> list[Path]:
             raise BundleError("no such file or directory", where=str(path), hint="check the path")
     unique: dict[Path, Path] = {}
     for path in files:
-        unique.setdefault(path.resolve(), path)
+        unique.setdefault(path if path == STDIN else path.resolve(), path)
     return list(unique.values())
 
 

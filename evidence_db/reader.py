@@ -7,7 +7,9 @@ bytes are decoded as strict UTF-8, nesting and numbers are bounded (see ``prepar
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -15,7 +17,7 @@ from evidence_db.errors import BundleError
 from evidence_db.lineparse import LineParser
 from evidence_db.validate import json_type_name
 
-__all__ = ["BundleKind", "sniff_kind", "iter_jsonl", "iter_json", "MAX_LINE_BYTES", "MAX_JSON_FILE_BYTES"]
+__all__ = ["BundleKind", "STDIN", "sniff_kind", "iter_jsonl", "iter_json", "MAX_LINE_BYTES", "MAX_JSON_FILE_BYTES"]
 
 MAX_LINE_BYTES = 16 * 1024 * 1024  # one JSONL record
 MAX_JSON_FILE_BYTES = 64 * 1024 * 1024  # a whole .json bundle (parsed in memory)
@@ -24,7 +26,12 @@ BundleKind = str  # "jsonl" | "json" | "junit"
 SUFFIX_KINDS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".xml": "junit"}
 
 
+STDIN = Path("-")  # `bitcase ingest -`: a JSONL bundle on standard input
+
+
 def _open(path: Path) -> Any:
+    if path == STDIN:
+        return contextlib.nullcontext(sys.stdin.buffer)  # read, never closed: it is not ours
     try:
         return open(path, "rb")
     except FileNotFoundError:
@@ -40,6 +47,8 @@ def sniff_kind(path: Path) -> BundleKind:
     kind = SUFFIX_KINDS.get(path.suffix.lower())
     if kind is not None:
         return kind
+    if path == STDIN:
+        return "jsonl"  # a pipe cannot be sniffed without consuming it
     with _open(path) as f:
         head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
     if head.startswith(b"<"):
@@ -83,7 +92,7 @@ def iter_jsonl(path: Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[
             if not raw:
                 return
             line_no += 1
-            where = f"{path}:{line_no}"
+            where = f"{'<stdin>' if path == STDIN else path}:{line_no}"
             if len(raw) > max_line_bytes:
                 raise BundleError(f"line is longer than {max_line_bytes} bytes", where=where,
                                   hint="one record per line; keep bulky data out of records (reference it "

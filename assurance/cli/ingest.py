@@ -15,7 +15,8 @@ from assurance.cli.db import store_errors
 
 def ingest(
     paths: Annotated[list[Path], typer.Argument(
-        help="Bundles (*.jsonl, *.json), JUnit XML reports (*.xml), or directories of them.", show_default=False)],
+        help="Bundles (*.jsonl, *.json), JUnit XML reports (*.xml), directories of them, or - for a JSONL "
+             "bundle on standard input.", show_default=False)],
     db: DbOption = None,
     obligation: Annotated[list[str] | None, typer.Option(
         "--obligation", metavar="TESTID_GLOB=OBLIGATION",
@@ -45,7 +46,7 @@ def ingest(
         if (mapping or deployment_obj) and not any(sniff_kind(f) == "junit" for f in files):
             err_console.print("[yellow]note:[/] --obligation and --deployment apply to JUnit XML only; "
                               "bundles carry their own")
-        with open_session(url, write=True) as session:
+        with open_session(url, write=True) as session, err_console.status("ingesting…"):
             results = ingest_paths(session=session, paths=files, obligation_map=mapping, deployment=deployment_obj)
     added = sum(r.added for _, r in results)
     unchanged = sum(r.unchanged for _, r in results)

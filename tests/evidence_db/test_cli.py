@@ -18,18 +18,19 @@ from tests.evidence_db.test_junit import MAPPING, REPORT
 runner = CliRunner()
 
 
-def test_db_upgrade_current_and_check(cli: typer.Typer, tmp_path: Path) -> None:
-    db = str(tmp_path / "new.db")
-    missing = runner.invoke(cli, ["db", "current", "--db", db, "--json"])
+def test_db_upgrade_current_and_check(cli: typer.Typer, empty_url: str) -> None:
+    missing = runner.invoke(cli, ["db", "current", "--db", empty_url, "--json"])
     assert missing.exit_code == 1
-    assert json.loads(missing.stdout) == {"store": f"sqlite:///{db}", "current": None, "head": head_revision(),
+    assert json.loads(missing.stdout) == {"store": empty_url, "current": None, "head": head_revision(),
                                           "is_current": False}
-    assert "bitcase db upgrade" in missing.stderr and not Path(db).exists()
-    upgraded = runner.invoke(cli, ["db", "upgrade", "--db", db])
+    assert "bitcase db upgrade" in missing.stderr
+    if empty_url.startswith("sqlite:///"):
+        assert not Path(empty_url.removeprefix("sqlite:///")).exists()  # asking does not create the file
+    upgraded = runner.invoke(cli, ["db", "upgrade", "--db", empty_url])
     assert upgraded.exit_code == 0 and upgraded.stdout == ""
-    current = runner.invoke(cli, ["db", "current", "--db", db])
+    current = runner.invoke(cli, ["db", "current", "--db", empty_url])
     assert (current.exit_code, current.stdout) == (0, f"{head_revision()} (head)\n")
-    checked = runner.invoke(cli, ["db", "check", "--db", db, "--json"])
+    checked = runner.invoke(cli, ["db", "check", "--db", empty_url, "--json"])
     assert (checked.exit_code, json.loads(checked.stdout)) == (0, {"drift": []})
 
 
@@ -80,11 +81,11 @@ def test_a_bad_record_writes_nothing(cli: typer.Typer, store_url: str, tmp_path:
     assert count_rows(store_url, "deployments") == 0
 
 
-def test_conflicting_record_is_an_input_error(cli: typer.Typer, db_path: Path, tmp_path: Path) -> None:
-    runner.invoke(cli, ["ingest", str(bundle(tmp_path / "a.jsonl", 2)), "--db", str(db_path)])
+def test_conflicting_record_is_an_input_error(cli: typer.Typer, store_url: str, tmp_path: Path) -> None:
+    runner.invoke(cli, ["ingest", str(bundle(tmp_path / "a.jsonl", 2)), "--db", store_url])
     changed = tmp_path / "changed.jsonl"
     changed.write_text(json.dumps(record_dict(1, summary="different")) + "\n")
-    result = runner.invoke(cli, ["ingest", str(changed), "--db", str(db_path)])
+    result = runner.invoke(cli, ["ingest", str(changed), "--db", store_url])
     assert result.exit_code == 2
     assert "already stored with different content" in result.stderr
 
@@ -104,12 +105,12 @@ def test_ingest_usage_errors(cli: typer.Typer, db_path: Path, tmp_path: Path) ->
     assert runner.invoke(cli, ["ingest", "--db", str(db_path)]).exit_code == 2  # no PATH
 
 
-def test_ingest_junit_with_options(cli: typer.Typer, db_path: Path, tmp_path: Path) -> None:
+def test_ingest_junit_with_options(cli: typer.Typer, store_url: str, tmp_path: Path) -> None:
     report = tmp_path / "r.xml"
     report.write_text(REPORT.replace("bitcase.deployment", "something.else"))
     deployment = tmp_path / "d.json"
     deployment.write_text(json.dumps({"fields": {"gpu": "none"}}))
-    args = ["ingest", str(report), "--db", str(db_path), "--deployment", str(deployment), "--json"]
+    args = ["ingest", str(report), "--db", store_url, "--deployment", str(deployment), "--json"]
     for glob, obligation in MAPPING:
         args += ["--obligation", f"{glob}={obligation}"]
     result = runner.invoke(cli, args)
@@ -120,3 +121,12 @@ def test_ingest_junit_with_options(cli: typer.Typer, db_path: Path, tmp_path: Pa
 def test_verify_on_a_missing_store_is_a_usage_error(cli: typer.Typer, tmp_path: Path) -> None:
     result = runner.invoke(cli, ["audit", "verify", "--db", str(tmp_path / "none.db")])
     assert result.exit_code == 2 and "no evidence store at" in result.stderr
+
+
+def test_ingest_from_standard_input(cli: typer.Typer, store_url: str, tmp_path: Path) -> None:
+    lines = bundle(tmp_path / "b.jsonl", 2).read_text()
+    result = runner.invoke(cli, ["ingest", "-", "--db", store_url, "--json"], input=lines)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["files"] == [{"path": "-", "added": 2, "unchanged": 0}]
+    bad = runner.invoke(cli, ["ingest", "-", "--db", store_url], input=lines + "{oops\n")
+    assert bad.exit_code == 2 and "<stdin>:3" in bad.stderr

@@ -115,3 +115,11 @@ def test_bad_reviews_are_refused(db_session: Session, changes: dict, field: str)
         add_review(session=db_session, **fields)
     assert info.value.field == field
     assert list_reviews(session=db_session) == []
+
+
+def test_in_memory_store(fresh_db) -> None:
+    with Session(fresh_db) as session:
+        assert ingest_records(session=session, records=records(2)) == IngestResult(2, 0)
+        session.commit()
+    with Session(fresh_db) as session:
+        assert [v.item_id for v in load_evidence(session=session)] == ["proof:matmul:0", "proof:matmul:1"]
