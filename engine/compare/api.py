@@ -15,7 +15,7 @@ from engine.compare.identity import RunIdentity, code_subjects, core_digest, mod
 from engine.compare.progress import ProgressCallback
 from engine.compare.protocol import PROTOCOL_SEED, PROTOCOL_VERSION, SUITES, suite_names
 from engine.compare.records import unit_records
-from engine.compare.references import DEFAULT_FACTORY, load_factory
+from engine.compare.reference_worker import DEFAULT_FACTORY, load_factory
 from engine.compare.runner import plan_units, run_units
 from engine.compare.scales import ScaleSpec, scale_spec
 from engine.compare.sharding import Shard, parse_shard, select

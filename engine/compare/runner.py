@@ -67,6 +67,9 @@ def run_units(units: Sequence[Unit], *, model_dir: Path, scale: ScaleSpec, vocab
     if progress is not None:
         progress(ProgressEvent("start", f"{len(units)} units", total=len(units)))
     try:
+        for unit in units:  # workers start computing every known reference while candidates run
+            control = unit.suite == "negative-control"
+            context(negative.PERTURBATION if control else None).references.prefetch(unit.references)
         for unit in units:
             try:
                 outcome = _run_one(unit, context(None), lambda: context(negative.PERTURBATION))
