@@ -2,16 +2,18 @@
 
 Program (t, g) computes query token t for the GROUP query heads that share KV head g (GQA),
 as rows of a [BLOCK_G, D] tile (rows past GROUP are padding, never stored). It reads the
-token's request ``b`` and position ``pos`` (host metadata), then visits KV tiles
-j = 0, 1, ..., pos // PAGE_SIZE in ascending order; tile j is page ``block_table[b, j]``. Keys
-past ``pos`` in the last tile are masked on load (never read, so poisoned future slots cannot
-leak), scored -inf and weighted +0. Online softmax in fp32 with the -inf clamp (``m_safe``);
-scores and the weighted sum are ``tl.dot`` on tensor cores in bf16 (P rounded to bf16, fp32
-accumulation) and IEEE fp32 dots in fp32.
+token's request ``b`` and position ``pos`` (host metadata), then visits KV tiles of BLOCK_N
+consecutive key positions, j = 0, 1, ..., pos // BLOCK_N, in ascending order. BLOCK_N is the
+page size (at least 16, what ``tl.dot`` needs; smaller pages are grouped), and each key's page
+is ``block_table[b, key // PAGE_SIZE]``. Keys past ``pos`` are masked on load (neither their
+block-table entry nor their slot is read, so poisoned future slots cannot leak), scored -inf
+and weighted +0. Online softmax in fp32 with the -inf clamp (``m_safe``); scores and the
+weighted sum are ``tl.dot`` on tensor cores in bf16 (P rounded to bf16, fp32 accumulation)
+and IEEE fp32 dots in fp32.
 
 Every value the program reads is a function of the token, its position and its own request's
-pages up to that position, and a query head always sits in row ``h % GROUP`` of its tile; the
-trip count is ``pos // PAGE_SIZE + 1``. So a query gives the same bits in prefill, under any
+KV up to that position, and a query head always sits in row ``h % GROUP`` of its tile; the
+trip count is ``pos // BLOCK_N + 1``. So a query gives the same bits in prefill, under any
 chunking and in decode, whatever else is in the batch and wherever its pages sit: there are no
 extra (masked) iterations and no batch-dependent row positions.
 """
@@ -32,7 +34,8 @@ __all__ = ["paged_attention_kernel", "check_paged_attention", "launch_paged_atte
 def paged_attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, block_table_ptr, seq_idx_ptr, pos_ptr,
                            stride_qt, stride_qh, stride_ot, stride_oh, stride_bt, stride_page, stride_slot,
                            stride_head, GROUP: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr,
-                           PAGE_SIZE: tl.constexpr, SCALE: tl.constexpr, DTYPE: tl.constexpr):
+                           PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, SCALE: tl.constexpr,
+                           DTYPE: tl.constexpr):
     # q, out: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; block_table: [B, max_pages] int32
     # seq_idx, pos: [T] int32 (request of each token, its absolute position)
     row = tl.program_id(0)
@@ -41,7 +44,7 @@ def paged_attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, block_table
     pos = tl.load(pos_ptr + row)
     offs_g = tl.arange(0, BLOCK_G)
     offs_d = tl.arange(0, D)
-    offs_p = tl.arange(0, PAGE_SIZE)
+    offs_n = tl.arange(0, BLOCK_N)
     is_head = offs_g < GROUP
     heads = kv_head * GROUP + offs_g
     q = tl.load(q_ptr + row * stride_qt + heads[:, None] * stride_qh + offs_d[None, :], mask=is_head[:, None],
@@ -49,20 +52,19 @@ def paged_attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, block_table
     m_i = tl.zeros([BLOCK_G], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_G], dtype=tl.float32)
     acc = tl.zeros([BLOCK_G, D], dtype=tl.float32)
-    for j in range(0, pos // PAGE_SIZE + 1):
-        page = tl.load(block_table_ptr + seq * stride_bt + j)
-        is_valid = j * PAGE_SIZE + offs_p <= pos
-        base = page * stride_page + kv_head * stride_head
-        k = tl.load(k_cache_ptr + base + offs_p[None, :] * stride_slot + offs_d[:, None], mask=is_valid[None, :],
-                    other=0.0)
+    for j in range(0, pos // BLOCK_N + 1):
+        keys = j * BLOCK_N + offs_n
+        is_valid = keys <= pos
+        pages = tl.load(block_table_ptr + seq * stride_bt + keys // PAGE_SIZE, mask=is_valid, other=0)
+        slots = pages * stride_page + (keys % PAGE_SIZE) * stride_slot + kv_head * stride_head
+        k = tl.load(k_cache_ptr + slots[None, :] + offs_d[:, None], mask=is_valid[None, :], other=0.0)
         scores = tl.dot(q, k, input_precision="ieee") * SCALE
         scores = tl.where(is_valid[None, :], scores, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(scores, axis=1))
         m_safe = tl.where(m_new > float("-inf"), m_new, 0.0)
         alpha = tl.exp(m_i - m_safe)
         p = tl.exp(scores - m_safe[:, None])
-        v = tl.load(v_cache_ptr + base + offs_p[:, None] * stride_slot + offs_d[None, :], mask=is_valid[:, None],
-                    other=0.0)
+        v = tl.load(v_cache_ptr + slots[:, None] + offs_d[None, :], mask=is_valid[:, None], other=0.0)
         l_i = l_i * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None] + tl.dot(p.to(DTYPE), v, input_precision="ieee")
         m_i = m_new

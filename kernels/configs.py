@@ -199,20 +199,22 @@ def paged_attention_config(*, num_heads: int, num_kv_heads: int, head_dim: int, 
                            scale: float, dtype: str) -> LaunchConfig:
     """Paged causal attention: one program per (query token, KV head), KV tile = one page.
 
-    The GROUP query heads of a KV head are the rows of a BLOCK_G >= 16 tile (``tl.dot`` needs
-    16 rows); head_dim and page_size must be powers of two >= 16 for the same reason.
+    ``tl.dot`` needs 16 rows and columns: the GROUP query heads of a KV head are the rows of a
+    BLOCK_G >= 16 tile, and a KV tile holds BLOCK_N = max(16, page_size) keys (pages smaller
+    than 16 slots are grouped). head_dim must be a power of two >= 16, page_size a power of two.
     """
     _check_positive(num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, page_size=page_size)
     _check_dtype(dtype)
     if num_heads % num_kv_heads:
         raise ValueError(f"num_heads {num_heads} is not a multiple of num_kv_heads {num_kv_heads}")
-    if not (_is_pow2(head_dim) and _is_pow2(page_size) and head_dim >= 16 and page_size >= 16):
-        raise ValueError(f"paged attention needs power-of-two head_dim and page_size >= 16, got {head_dim}, {page_size}")
+    if not (_is_pow2(head_dim) and _is_pow2(page_size) and head_dim >= 16):
+        raise ValueError(f"paged attention needs a power-of-two head_dim >= 16 and a power-of-two page_size, "
+                         f"got {head_dim}, {page_size}")
     if not scale > 0:
         raise ValueError(f"scale must be positive, got {scale!r}")
     group = num_heads // num_kv_heads
     return _make("paged_attention", f"hq{num_heads}_hkv{num_kv_heads}_d{head_dim}_p{page_size}",
                  {"GROUP": group, "BLOCK_G": max(16, _next_pow2(group)), "D": head_dim, "PAGE_SIZE": page_size,
-                  "SCALE": _as_float32(scale), "DTYPE": dtype},
+                  "BLOCK_N": max(16, page_size), "SCALE": _as_float32(scale), "DTYPE": dtype},
                  4, 3, {"num_heads": num_heads, "num_kv_heads": num_kv_heads, "head_dim": head_dim,
                         "page_size": page_size, "dtype": dtype})

@@ -1,13 +1,15 @@
 """The CPU path of paged attention: per query, the kernel's KV-tile loop, vectorised over queries.
 
-Query t visits tiles j = 0 .. positions[t] // PAGE_SIZE in ascending order, like the Triton
-kernel's program for t (same tiles, masks, online softmax and -inf clamp; the arithmetic inside
-a tile is the CPU's own, so CPU and GPU agree within tolerance, not bitwise). The loop over j runs to the batch's longest query, but a
-query takes the update of tile j only while j is one of its own tiles; otherwise ``where``
-keeps its state untouched (a selection, not arithmetic), so extra iterations cannot change it.
-Future keys of the last tile are replaced by zeros before use, scored -inf and weighted +0, so
-poisoned slots (NaN, inf, stale data) never reach the result. Dot products and sums are
-``tree_sum`` over a fixed [PAGE_SIZE, D] tile and ``exp`` is the position-independent one.
+Query t visits tiles of BLOCK_N key positions, j = 0 .. positions[t] // BLOCK_N, in ascending
+order, each key read from page ``block_table[b, key // PAGE_SIZE]``, like the Triton kernel's
+program for t (same tiles, masks, online softmax and -inf clamp; the arithmetic inside a tile
+is the CPU's own, so CPU and GPU agree within tolerance, not bitwise). The loop over j runs to
+the batch's longest query, but a query takes the update of tile j only while j is one of its
+own tiles; otherwise ``where`` keeps its state untouched (a selection, not arithmetic), so
+extra iterations cannot change it. Keys past the query's position are replaced by zeros
+before use (their block-table entries and slots are never read), scored -inf and weighted +0,
+so poisoned slots (NaN, inf, stale data) never reach the result. Dot products and sums are
+``tree_sum`` over a fixed [BLOCK_N, D] tile and ``exp`` is the position-independent one.
 """
 
 from __future__ import annotations
@@ -26,35 +28,38 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     """Causal paged attention of every query token; writes ``out``."""
     check_paged_attention(q, k_cache, v_cache, block_table, seq_idx, positions, out, entry)
     c = entry.constexpr_dict()
-    group, head_dim, page_size, scale = c["GROUP"], c["D"], c["PAGE_SIZE"], c["SCALE"]
+    group, head_dim, page_size, block_n, scale = c["GROUP"], c["D"], c["PAGE_SIZE"], c["BLOCK_N"], c["SCALE"]
     num_tokens, num_heads = q.shape[0], q.shape[1]
     if num_tokens == 0:
         return
     num_kv_heads = num_heads // group
     qf = q.float().reshape(num_tokens, num_kv_heads, group, head_dim)  # qf: [T, Hkv, G, D]
     pos, seq = positions.long(), seq_idx.long()
-    num_tiles = pos // page_size + 1  # [T]
+    num_tiles = pos // block_n + 1  # [T]
     tables = block_table.long()
-    key_offsets = torch.arange(page_size)
+    key_offsets = torch.arange(block_n)
+    k_slots, v_slots = k_cache.flatten(0, 1), v_cache.flatten(0, 1)  # [num_pages * page_size, Hkv, D]
     neg_inf = torch.tensor(float("-inf"))
     m = torch.full((num_tokens, num_kv_heads, group), float("-inf"))
     l = torch.zeros(num_tokens, num_kv_heads, group)
     acc = torch.zeros(num_tokens, num_kv_heads, group, head_dim)
     for j in range(int(num_tiles.max())):
         is_active = num_tiles > j  # [T]: tile j is one of this query's tiles
-        pages = tables[seq, torch.where(is_active, j, 0)]  # [T]
-        is_valid = j * page_size + key_offsets[None, :] <= pos[:, None]  # [T, P]
+        keys = j * block_n + key_offsets[None, :]  # [1, N]
+        is_valid = keys <= pos[:, None]  # [T, N]
+        safe_keys = torch.where(is_valid, keys, 0)  # key 0 always exists; its value is masked below
+        pages = tables[seq[:, None], safe_keys // page_size]  # [T, N]
+        slots = pages * page_size + safe_keys % page_size
         valid_kv = is_valid[:, :, None, None]
-        k = torch.where(valid_kv, k_cache.index_select(0, pages).float(), 0.0)  # [T, P, Hkv, D]
-        v = torch.where(valid_kv, v_cache.index_select(0, pages).float(), 0.0)
-        k, v = k.permute(0, 2, 1, 3), v.permute(0, 2, 1, 3)  # [T, Hkv, P, D]
-        scores = tree_sum(qf[:, :, :, None, :] * k[:, :, None, :, :]) * scale  # [T, Hkv, G, P]
+        k = torch.where(valid_kv, k_slots[slots].float(), 0.0).permute(0, 2, 1, 3)  # [T, Hkv, N, D]
+        v = torch.where(valid_kv, v_slots[slots].float(), 0.0).permute(0, 2, 1, 3)
+        scores = tree_sum(qf[:, :, :, None, :] * k[:, :, None, :, :]) * scale  # [T, Hkv, G, N]
         scores = torch.where(is_valid[:, None, None, :], scores, neg_inf)
         m_new = torch.maximum(m, scores.amax(dim=-1))
         m_safe = torch.where(m_new > float("-inf"), m_new, 0.0)
-        # one exp call for p and alpha: [..., :P] = scores - m_safe, [..., P] = m - m_safe
+        # one exp call for p and alpha: [..., :N] = scores - m_safe, [..., N] = m - m_safe
         weights = exp(torch.cat([scores - m_safe[..., None], (m - m_safe)[..., None]], dim=-1))
-        p, alpha = weights[..., :page_size], weights[..., page_size]
+        p, alpha = weights[..., :block_n], weights[..., block_n]
         l_new = l * alpha + tree_sum(p)
         weighted = tree_sum(p[..., None] * v[:, :, None, :, :], dim=-2)  # [T, Hkv, G, D]
         acc_new = acc * alpha[..., None] + weighted

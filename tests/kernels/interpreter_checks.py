@@ -161,6 +161,22 @@ def check_store_kv(dtype: torch.dtype) -> str:
     return "slots written exactly, others untouched"
 
 
+def check_attention_small_pages(dtype: torch.dtype) -> str:
+    """4-slot pages: one 16-key tile spans four pages, each key read through its own page id."""
+    if dtype == torch.bfloat16:
+        raise Unsupported("bf16 attention uses bf16 tl.dot (see check_attention)")
+    scale = SHAPE.head_dim ** -0.5
+    request = make_request(37, 2, 1, 16, dtype, torch.Generator().manual_seed(5))
+    with use_plan(plan_for(replace(SHAPE, page_size=4))):
+        got = run_steps([Step(request, 0, 37)], page_size=4, scale=scale, gen=torch.Generator().manual_seed(5),
+                        attention=triton_attention)[0]
+        failures = schedule_failures(request, [(0, 6), (6, 17), (17, 18), (18, 37)], [[], [], [], []], [0] * 4,
+                                     page_size=4, scale=scale, seed=5, poison="inf", attention=triton_attention)
+    reference.assert_close(got, reference.attention(request, scale), dtype, what="interpreted attention, 4-slot pages")
+    assert not failures, failures
+    return "16-key tiles over 4-slot pages: accurate; prefill = chunked = decode bitwise"
+
+
 def check_attention(dtype: torch.dtype) -> str:
     if dtype == torch.bfloat16:
         raise Unsupported("bf16 attention uses bf16 tl.dot, which Triton 3.6's interpreter multiplies as raw "
@@ -180,7 +196,8 @@ def check_attention(dtype: torch.dtype) -> str:
 
 
 CHECKS: dict[str, Callable[[torch.dtype], str]] = {
-    "matmul": check_matmul, "rowwise": check_rowwise, "store_kv": check_store_kv, "attention": check_attention}
+    "matmul": check_matmul, "rowwise": check_rowwise, "store_kv": check_store_kv, "attention": check_attention,
+    "attention_small_pages": check_attention_small_pages}
 DTYPES = ("float32", "bfloat16")
 
 

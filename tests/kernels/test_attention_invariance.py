@@ -3,11 +3,18 @@ whatever else is in the batch, wherever its pages sit and whatever the unwritten
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.kernels.attention_cases import POISONS, Request, Step, chunk_bounds, make_request, schedule_failures
+from kernels.launch import use_plan
+from kernels.plan import plan_for
+from kernels.shapes import preset
+from tests.kernels import reference
+from tests.kernels.attention_cases import (POISONS, Request, Step, chunk_bounds, make_request, run_steps,
+                                           schedule_failures)
 from tests.kernels.invariance import FILLS
 from tests.kernels.support import KERNEL_SETTINGS, plan_dtype
 
@@ -78,3 +85,22 @@ def test_a_nan_request_does_not_touch_its_neighbours(plan):
     failures = schedule_failures(request, [(0, 33)], [[Step(poisoned, 0, 33), Step(poisoned, 0, 20)]], [1],
                                  page_size=plan.shape.page_size, scale=_scale(plan), seed=5, poison="nan")
     assert not failures, failures
+
+
+@KERNEL_SETTINGS
+@given(page_size=st.sampled_from([1, 4, 8, 32]), length=st.integers(1, 70),
+       cuts=st.lists(st.integers(1, 69), max_size=4), seed=st.integers(0, 2**16), poison=st.sampled_from(POISONS),
+       data=st.data())
+def test_other_page_sizes_keep_rows_invariant_and_accurate(page_size, length, cuts, seed, poison, data):
+    # Pages under 16 slots share one KV tile of 16 keys; larger pages are one tile each.
+    plan = plan_for(replace(preset("tiny"), page_size=page_size))
+    with use_plan(plan):
+        request = _request(plan, length, seed)
+        chunks = chunk_bounds(length, cuts)
+        others = [data.draw(companions(plan)) for _ in chunks]
+        failures = schedule_failures(request, chunks, others, [0] * len(chunks), page_size=page_size,
+                                     scale=_scale(plan), seed=seed, poison=poison)
+        assert not failures, failures[:3]
+        got = run_steps([Step(request, 0, length)], page_size=page_size, scale=_scale(plan),
+                        gen=torch.Generator().manual_seed(seed))[0]
+    reference.assert_close(got, reference.attention(request, _scale(plan)), torch.float32, what="attention")
