@@ -67,16 +67,19 @@ def _scale(plan) -> float:
     return plan.shape.head_dim ** -0.5
 
 
+@pytest.mark.parametrize("page_size", [4, 16, 32])
 @pytest.mark.parametrize("poison", POISONS)
-def test_tiny_attention_prefill_chunks_and_decode_agree(tiny, poison):
-    s, dtype = tiny.shape, _dtype(tiny)
+def test_tiny_attention_prefill_chunks_and_decode_agree(tiny, poison, page_size):
+    plan = plan_for(replace(tiny.shape, page_size=page_size))
+    s, dtype = plan.shape, _dtype(tiny)
     gen = torch.Generator().manual_seed(3)
     request = make_request(70, s.num_heads, s.num_kv_heads, s.head_dim, dtype, gen)
     neighbour = make_request(40, s.num_heads, s.num_kv_heads, s.head_dim, dtype, gen, fill="nan")
     chunks = chunk_bounds(70, [16, 17, 40, 63, 64, 65, 66])
     companions = [[Step(neighbour, 0, 40)] if i % 2 else [] for i in range(len(chunks))]
-    failures = schedule_failures(request, chunks, companions, [i % 2 for i in range(len(chunks))],
-                                 page_size=s.page_size, scale=_scale(tiny), seed=3, poison=poison, device=DEVICE)
+    with use_plan(plan):
+        failures = schedule_failures(request, chunks, companions, [i % 2 for i in range(len(chunks))],
+                                     page_size=page_size, scale=_scale(plan), seed=3, poison=poison, device=DEVICE)
     assert not failures, failures[:3]
 
 
