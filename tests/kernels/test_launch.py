@@ -33,7 +33,8 @@ def test_a_launch_outside_the_plan_is_refused_with_kernel_config_and_digest(plan
                                 torch.zeros(1, 1, dtype=torch.int32), torch.tensor([0, 1], dtype=torch.int32),
                                 torch.tensor([1], dtype=torch.int32), 0.3),  # scale differs
     lambda: ops.silu_mul(torch.zeros(2, 64)),  # intermediate size 32 is not planned
-], ids=["eps", "dtype", "bias", "scale", "width"])
+    lambda: ops.embedding(torch.zeros(2, dtype=torch.int64), torch.zeros(256, 64, dtype=torch.bfloat16)),
+], ids=["eps", "dtype", "bias", "scale", "width", "static-dtype"])
 def test_every_unplanned_variation_is_refused(plan_fp32, call):
     with pytest.raises(PlanViolation, match="not in the active plan"):
         call()
