@@ -144,8 +144,14 @@ class BlockManager:
             return
         size = self.page_size
         num_full = min(num_computed // size, len(table))
+        # Provenance in a live table is a prefix (a page with it names table[j - 1] as its parent,
+        # which has it too, and a referenced page is never evicted), so scanning back from the
+        # last full page skips the published prefix: a decode step costs O(1), not O(pages).
+        first = num_full
+        while first > 0 and not self.pages[table[first - 1]].has_provenance:
+            first -= 1
         hashes = self.page_hashes(token_ids, num_full, cache)
-        for j in range(num_full):
+        for j in range(first, num_full):
             page = self.pages[table[j]]
             if page.has_provenance:
                 continue

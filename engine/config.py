@@ -9,6 +9,8 @@ import math
 import re
 from dataclasses import dataclass, fields
 
+from engine.decode_padding import graph_batch_sizes
+
 __all__ = ["EngineConfig", "DTYPES"]
 
 DTYPES = ("float32", "bfloat16")
@@ -22,6 +24,12 @@ class EngineConfig:
     ``dtype=None`` takes the checkpoint's dtype. ``num_threads`` is applied with
     ``torch.set_num_threads`` when the engine starts (CPU reductions may depend on it, so it is
     part of D). ``check_mode`` runs the four engine invariants after every step.
+
+    ``cuda_graphs`` pads every decode-only step (one sampled row per request) to the next of
+    :attr:`graph_batch_sizes` and, on CUDA, replays a CUDA graph captured at start-up for that
+    size; on the CPU, where graphs do not exist, the same padded batch runs eagerly. Padding
+    rows read and write only scratch pages outside the page pool (engine/decode_padding.py).
+    The mode and the sizes are part of D.
     """
 
     page_size: int = 16
@@ -36,6 +44,7 @@ class EngineConfig:
     device: str = "cpu"
     dtype: str | None = None
     num_threads: int = 1
+    cuda_graphs: bool = False
 
     def __post_init__(self) -> None:
         for name in ("page_size", "num_pages", "max_num_seqs", "max_num_batched_tokens",
@@ -59,11 +68,18 @@ class EngineConfig:
             raise ValueError(f"EngineConfig.device {self.device!r} is not 'cpu', 'cuda' or 'cuda:N'")
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ValueError(f"EngineConfig.dtype {self.dtype!r} is not one of {DTYPES}")
+        if not isinstance(self.cuda_graphs, bool):
+            raise ValueError(f"EngineConfig.cuda_graphs must be True or False, got {self.cuda_graphs!r}")
 
     @property
     def max_pages_per_seq(self) -> int:
         """Pages one request of ``max_model_len`` positions occupies."""
         return math.ceil(self.max_model_len / self.page_size)
+
+    @property
+    def graph_batch_sizes(self) -> tuple[int, ...]:
+        """Batch sizes decode steps are padded to when ``cuda_graphs`` is on (empty when off)."""
+        return graph_batch_sizes(self.max_num_seqs) if self.cuda_graphs else ()
 
     @classmethod
     def from_kwargs(cls, **kwargs: object) -> "EngineConfig":
@@ -75,9 +91,12 @@ class EngineConfig:
         return cls(**kwargs)  # type: ignore[arg-type]
 
     def limits(self) -> dict[str, object]:
-        """The page size and engine limits recorded in D (check mode and trace options change no value)."""
-        return {name: getattr(self, name) for name in _LIMIT_FIELDS}
+        """The page size, engine limits and decode mode recorded in D (check mode and trace options
+        change no value)."""
+        limits: dict[str, object] = {name: getattr(self, name) for name in _LIMIT_FIELDS}
+        limits["graph_batch_sizes"] = list(self.graph_batch_sizes)
+        return limits
 
 
 _LIMIT_FIELDS = ("page_size", "num_pages", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
-                 "enable_prefix_caching")
+                 "enable_prefix_caching", "cuda_graphs")

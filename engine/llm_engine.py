@@ -4,6 +4,10 @@ One step: the scheduler plans (admission resolves every prefix hit), the runner 
 planned rows under the sealed plan, each sampled row is sampled from its own state, then the
 scheduler commits (publishes full pages, appends tokens, finishes requests). Check mode wraps
 the step in the four invariants (engine/checks.py).
+
+Greedy rows take the token the device chose (:func:`engine.sampler.greedy_tokens`) when the
+runner computed one; other rows go through :func:`engine.sampler.sample`. Logit-row digests
+are computed by worker threads (engine/row_digests.py) and waited for when an output is built.
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ from engine.config import EngineConfig
 from engine.deployment import DeploymentMismatch, build_deployment
 from engine.model_config import read_model_spec
 from engine.model_runner import Chunk, ModelRunner
+from engine.row_digests import PendingEntry, digest_later, resolve_entries
 from engine.sampler import sample
 from engine.sampling_params import SamplerState, SamplingParams
 from engine.scheduler import Scheduler, StepPlan
 from engine.sequence import Sequence as Request
-from engine.trace import Trace, TraceEntry, row_digest
+from engine.trace import Trace
 
 __all__ = ["BadRequestError", "RequestOutput", "ScheduledRows", "StepResult", "LLMEngine", "LLM"]
 
@@ -81,7 +86,7 @@ class StepResult:
 
 
 def _output(seq: Request) -> RequestOutput:
-    trace = Trace(seq.prompt_token_ids, seq.params.initial_state(), list(seq.trace))
+    trace = Trace(seq.prompt_token_ids, seq.params.initial_state(), list(resolve_entries(seq.trace)))
     return RequestOutput(seq.request_id, seq.prompt_token_ids, tuple(seq.output_token_ids), seq.finish_reason,
                          seq.sampler_state, trace, seq.total_cached_tokens, tuple(seq.prefill_chunk_ends),
                          seq.num_preemptions)
@@ -177,19 +182,27 @@ class LLMEngine:
             raise RuntimeError("the scheduler planned an empty step while requests are unfinished")
         if self.checker:
             self.checker.before_forward(plan)
-        logits = torch.empty(0, self.spec.vocab_size)
+        logits, greedy_tokens = torch.empty(0, self.spec.vocab_size), None
         if plan.chunks:
             logits = self.runner.execute([Chunk(c.seq.token_ids, c.seq.page_table, c.start, c.end, c.is_sampled)
                                           for c in plan.chunks])
+            greedy_tokens = self.runner.last_greedy_tokens
         if self.checker:
             self.checker.after_forward(plan, self.runner.last_launches, logits)
-        sampled = []
-        for chunk, row in zip(plan.sampled, logits):  # row: [V] float32
+        sampled, readers = [], []
+        for i, (chunk, row) in enumerate(zip(plan.sampled, logits)):  # row: [V] float32
             seq = chunk.seq
-            token, state = sample(row, seq.params, seq.sampler_state)
-            seq.trace.append(TraceEntry(seq.num_output_tokens, token, state, row_digest(row),
-                                        row.clone() if self.config.keep_logit_rows else None))
+            if seq.params.is_greedy and greedy_tokens is not None:
+                token, state = greedy_tokens[i], seq.sampler_state.advanced()
+            else:
+                token, state = sample(row, seq.params, seq.sampler_state)
+            kept = row.clone() if self.config.keep_logit_rows else None
+            digest = digest_later(row if kept is None else kept)
+            if kept is None:
+                readers.append(digest)
+            seq.trace.append(PendingEntry(seq.num_output_tokens, token, state, digest, kept))
             sampled.append((token, state))
+        self.runner.keep_rows_for(readers)
         finished = self.scheduler.commit(plan, sampled)
         if self.checker:
             self.checker.after_commit()

@@ -1,24 +1,32 @@
 """Turns a step plan into packed kernel inputs, runs the forward under the sealed plan, returns logits.
 
-Step inputs are staged in buffers preallocated for the engine limits (max_num_batched_tokens
-rows, max_num_seqs requests, max_pages_per_seq columns) and copied to the device in one go per
-tensor, so a later CUDA-graph decode path can capture fixed addresses. The block table always
-has max_pages_per_seq columns: no tensor shape depends on another request's length.
+Step inputs are staged in buffers preallocated for the engine limits (engine/staging.py). The
+block table always has max_pages_per_seq columns: no tensor shape depends on another request's
+length. With ``cuda_graphs`` on, decode steps are padded and, on CUDA, replayed from captured
+graphs (engine/cuda_graphs.py); every other step runs eagerly. On CUDA the sampled rows and
+their greedy tokens come back through pinned host slots with the step's only wait
+(engine/host_logits.py).
 """
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import torch
 
 from engine.config import EngineConfig
+from engine.cuda_graphs import PaddedDecode
+from engine.decode_padding import is_decode_step, num_scratch_pages
+from engine.host_logits import HostLogits
 from engine.loader import load_weights
 from engine.model import ForwardBatch, KVCache, LlamaModel
 from engine.model_config import ModelSpec
 from engine.rope import cos_sin_table
+from engine.sampler import greedy_tokens
+from engine.staging import StepBuffers
 from kernels.launch import LaunchRecord, record_launches, use_plan
 from kernels.plan import SealedPlan, plan_for
 
@@ -63,7 +71,7 @@ def _pack(chunks: Sequence[Chunk], page_size: int, max_pages: int) -> dict[str, 
 
 
 class ModelRunner:
-    """Owns the model, the KV cache, the sealed plan and the staging buffers."""
+    """Owns the model, the KV cache, the sealed plan, the step buffers and the decode graphs."""
 
     def __init__(self, model_dir: Path, spec: ModelSpec, config: EngineConfig, dtype: str) -> None:
         self.config = config
@@ -72,41 +80,50 @@ class ModelRunner:
         weights, self.weights_digest = load_weights(model_dir, spec, dtype=self.dtype, device=self.device)
         cos_sin = cos_sin_table(spec.head_dim, spec.rope_theta, spec.rope_scaling_dict, config.max_model_len)
         self.model = LlamaModel(spec, weights, cos_sin.to(self.device))
-        self.kv = KVCache.allocate(spec, num_pages=config.num_pages, page_size=config.page_size,
-                                   dtype=self.dtype, device=self.device)
+        # Pages past the pool, named by no page table: where padding rows of decode steps write.
+        self.num_scratch_pages = num_scratch_pages(max(config.graph_batch_sizes, default=0), config.page_size)
+        self.kv = KVCache.allocate(spec, num_pages=config.num_pages + self.num_scratch_pages,
+                                   page_size=config.page_size, dtype=self.dtype, device=self.device)
         self.plan: SealedPlan = plan_for(spec.shape(page_size=config.page_size, dtype=dtype))
         # Index checks read tensors back to the host: always on the CPU, in check mode on CUDA.
         self.check_metadata = config.check_mode or self.device.type == "cpu"
         self.last_launches: list[LaunchRecord] = []
-        num_rows, num_seqs, max_pages = config.max_num_batched_tokens, config.max_num_seqs, config.max_pages_per_seq
-        self._buffers = {
-            "input_ids": torch.zeros(num_rows, dtype=torch.int64, device=self.device),
-            "positions": torch.zeros(num_rows, dtype=torch.int64, device=self.device),
-            "slot_mapping": torch.zeros(num_rows, dtype=torch.int64, device=self.device),
-            "block_table": torch.zeros(num_seqs, max_pages, dtype=torch.int32, device=self.device),
-            "query_start_loc": torch.zeros(num_seqs + 1, dtype=torch.int32, device=self.device),
-            "seq_lens": torch.zeros(num_seqs, dtype=torch.int32, device=self.device),
-            "sample_rows": torch.zeros(num_seqs, dtype=torch.int64, device=self.device),
-        }
-
-    def _stage(self, host: dict[str, torch.Tensor]) -> ForwardBatch:
-        views = {}
-        for name, tensor in host.items():
-            view = self._buffers[name][:tensor.shape[0]]
-            view.copy_(tensor, non_blocking=True)
-            views[name] = view
-        return ForwardBatch(**views)
+        self.last_greedy_tokens: list[int] | None = None  # the device's greedy choice per sampled row
+        self.buffers = StepBuffers(max_num_rows=config.max_num_batched_tokens, max_num_seqs=config.max_num_seqs,
+                                   max_pages_per_seq=config.max_pages_per_seq, device=self.device)
+        self.host_logits = (HostLogits(max_num_rows=config.max_num_seqs, vocab_size=spec.vocab_size)
+                            if self.device.type == "cuda" else None)
+        self.padded_decode = PaddedDecode(self) if config.cuda_graphs else None
 
     def execute(self, chunks: Sequence[Chunk]) -> torch.Tensor:
-        """Run one step; ``[S, V]`` float32 logits of the sampled chunks, on the CPU, in chunk order."""
+        """Run one step; ``[S, V]`` float32 logits of the sampled chunks, on the CPU, in chunk order.
+
+        On CUDA the rows sit in a pinned slot that stays valid until the slot comes round again
+        after its readers (:meth:`keep_rows_for`) finish; :attr:`last_greedy_tokens` holds the
+        device's greedy token of each row.
+        """
         if len(chunks) > self.config.max_num_seqs or sum(c.end - c.start for c in chunks) > \
                 self.config.max_num_batched_tokens:
             raise ValueError("step exceeds the engine limits it was planned under")
-        batch = self._stage(_pack(chunks, self.config.page_size, self.config.max_pages_per_seq))
-        with use_plan(self.plan, check_metadata=self.check_metadata), record_launches() as launches:
-            logits = self.model.forward(batch, self.kv)
-        self.last_launches = launches
-        return logits.to("cpu")
+        num_sampled = sum(1 for c in chunks if c.is_sampled)
+        if self.padded_decode is not None and is_decode_step(chunks, self.padded_decode.sizes):
+            logits, tokens, launches = self.padded_decode.run(chunks)
+        else:
+            batch = self.buffers.stage(_pack(chunks, self.config.page_size, self.config.max_pages_per_seq))
+            with use_plan(self.plan, check_metadata=self.check_metadata), record_launches() as launches:
+                logits = self.model.forward(batch, self.kv)
+            tokens = greedy_tokens(logits) if self.host_logits is not None and num_sampled else None
+        self.last_launches = list(launches)
+        if self.host_logits is None or not num_sampled:
+            self.last_greedy_tokens = None
+            return logits[:num_sampled].to("cpu")
+        host, self.last_greedy_tokens = self.host_logits.fetch(logits, tokens, num_sampled)
+        return host
+
+    def keep_rows_for(self, readers: Iterable[Future]) -> None:
+        """Keep the rows :meth:`execute` returned last until ``readers`` have finished (CUDA slots)."""
+        if self.host_logits is not None:
+            self.host_logits.add_readers(readers)
 
     def cold_kv(self, token_ids: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """K and V of every position of ``token_ids`` computed from scratch in a private cache.

@@ -3,6 +3,10 @@
 Each row is sampled on its own (no batched op can couple rows) on the CPU in float64, and the
 only randomness is :func:`engine.sampling_params.uniform` of ``(seed, counter)``. So the token
 and the successor state are a function of (row, parameters, state) alone.
+
+Greedy rows may be chosen on the device instead (:func:`greedy_tokens`): an argmax returns an
+index, computed by comparisons only, with the same rule (first index of the maximum, NaN
+counting as the maximum) on every device, so the token is the one :func:`sample` would choose.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import torch
 
 from engine.sampling_params import SamplerState, SamplingParams, uniform
 
-__all__ = ["sample"]
+__all__ = ["sample", "greedy_tokens"]
 
 
 def sample(row: torch.Tensor, params: SamplingParams, state: SamplerState) -> tuple[int, SamplerState]:
@@ -46,3 +50,9 @@ def sample(row: torch.Tensor, params: SamplingParams, state: SamplerState) -> tu
     while probs[token] == 0.0 and token > 0:  # only reachable through that last rounding step
         token -= 1
     return token, state.advanced()
+
+
+def greedy_tokens(logits: torch.Tensor) -> torch.Tensor:
+    """``[S]`` int64: each row's greedy token, on the logits' device (what :func:`sample` picks greedily)."""
+    # logits: [S, V] float32
+    return torch.argmax(logits, dim=-1)

@@ -44,7 +44,7 @@ class Sequence:
     prefill_chunk_ends: list[int] = field(default_factory=list)  # history computed after each prefill chunk
     num_tokens_at_admission: int = 0
     num_preemptions: int = 0
-    trace: list[Any] = field(default_factory=list)  # engine.trace.TraceEntry, one per produced token
+    trace: list[Any] = field(default_factory=list)  # TraceEntry or row_digests.PendingEntry per produced token
 
     def __post_init__(self) -> None:
         self.token_ids = list(self.prompt_token_ids)

@@ -19,8 +19,12 @@ __all__ = ["TraceEntry", "Trace", "Difference", "TraceComparison", "compare_trac
 
 
 def row_digest(row: torch.Tensor) -> str:
-    """``sha256:<hex>`` of a float32 row's bytes (bitwise identity, NaN payloads included)."""
-    data = row.detach().to("cpu", torch.float32).contiguous().view(torch.int32).numpy().tobytes()
+    """``sha256:<hex>`` of a float32 row's bytes (bitwise identity, NaN payloads included).
+
+    The row's memory is hashed in place (no copy); hashlib releases the GIL while it hashes,
+    so worker threads can digest rows while the engine steps (engine/row_digests.py).
+    """
+    data = row.detach().to("cpu", torch.float32).contiguous().view(torch.int32).numpy()
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
