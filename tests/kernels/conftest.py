@@ -28,7 +28,7 @@ def plan_fp32():
 @pytest.fixture(autouse=True)
 def one_torch_thread():
     """Run kernel tests on one intra-op thread: faster on shared 2-core machines (results of the
-    CPU path do not depend on the thread count; test_cpu_math checks that)."""
+    CPU path do not depend on the thread count; test_rowwise_invariance checks that)."""
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
