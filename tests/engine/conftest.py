@@ -8,8 +8,10 @@ import pytest
 
 from engine.checkpoint import make_checkpoint
 
-# Small pages and budgets so short prompts exercise chunking, reuse and preemption on the CPU.
-SMALL_ENGINE = dict(page_size=4, num_pages=48, max_num_seqs=8, max_num_batched_tokens=64, max_model_len=64)
+# The engine's default page size with few pages and small budgets, so prompts of a few pages
+# exercise chunking, reuse and preemption on the CPU. Tests state their lengths in pages of P.
+P = 16
+SMALL_ENGINE = dict(page_size=P, num_pages=48, max_num_seqs=8, max_num_batched_tokens=16 * P, max_model_len=16 * P)
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -4,7 +4,7 @@ import pytest
 
 from engine.block_manager import BlockManager, OutOfPagesError, chain_hash
 
-P = 4
+P = 4  # torch-free, no kernel runs: small pages put many page boundaries in short prompts
 
 
 def tokens_only_hash(parent_hash: int, tokens: tuple[int, ...]) -> int:

@@ -13,7 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from engine.block_manager import BlockManager, chain_hash
 
-P = 4
+P = 4  # torch-free, no kernel runs: small pages put many page boundaries in short prompts
 NUM_PAGES = 10
 
 HASHES = {

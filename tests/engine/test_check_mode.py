@@ -8,11 +8,10 @@ from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
 from engine.sampling_params import SamplingParams
 from kernels.launch import LaunchRecord
-from tests.engine.conftest import SMALL_ENGINE
+from tests.engine.conftest import P, SMALL_ENGINE
 
-P = SMALL_ENGINE["page_size"]
 PARAMS = SamplingParams(max_tokens=5, ignore_eos=True)
-DONOR = [9, 8, 7, 6, 5, 4, 3, 2, 1, 10, 11]
+DONOR = list(range(2 * P + 3, 0, -1))  # two full pages and three tokens
 
 
 def checked_engine(tiny_dir, **overrides) -> LLMEngine:
@@ -30,13 +29,18 @@ def engine_with_cached_donor(tiny_dir) -> LLMEngine:
 
 def test_invariants_hold_through_reuse_chunking_and_preemption(tiny_dir):
     engine = checked_engine(tiny_dir, num_pages=16, max_num_batched_tokens=2 * P, check_kv_pages_per_step=3)
-    prompts = [DONOR, DONOR[:9] + [1, 2], [4] * 14, DONOR, [3, 1, 4, 1, 5]]
+    # The prompts reserve 15 of the 16 pages; each request then decodes into two more pages.
+    prompts = [DONOR, DONOR[:2 * P + 1] + [1, 2], [4] * (3 * P + 2), DONOR, [3, 1, 4, 1, 5] * 3 + [9, 2]]
     for prompt in prompts:
-        engine.add_request(prompt, SamplingParams(max_tokens=8, ignore_eos=True))
-    preempted = 0
+        engine.add_request(prompt, SamplingParams(max_tokens=2 * P, ignore_eos=True))
+    preempted, outputs = 0, []
     while engine.has_unfinished():
-        preempted += len(engine.step().preempted)
+        step = engine.step()
+        preempted += len(step.preempted)
+        outputs.extend(step.finished)
     assert preempted > 0
+    assert any(o.num_cached_tokens for o in outputs), "no prefix-cache hit"
+    assert any(len(o.prefill_chunk_ends) > 1 for o in outputs), "no prompt was split into chunks"
     assert engine.block_manager.num_available_pages == 16
 
 

@@ -10,7 +10,8 @@ from engine.llm_engine import LLM
 from engine.sampling_params import SamplingParams
 
 runner = CliRunner()
-ENGINE_ARGS = ["--page-size", "4", "--num-pages", "32", "--max-model-len", "64"]
+ENGINE = dict(page_size=16, num_pages=32, max_model_len=64)
+ENGINE_ARGS = [arg for name, value in ENGINE.items() for arg in (f"--{name.replace('_', '-')}", str(value))]
 
 
 def invoke(*args):
@@ -51,7 +52,7 @@ def test_generate_prints_the_engines_tokens(tiny_dir):
     result = invoke("generate", "--model", tiny_dir, "--prompt-ids", "1,2,3", "--max-tokens", "4", "--ignore-eos",
                     *ENGINE_ARGS)
     assert result.exit_code == 0, result.output
-    expected = LLM(tiny_dir, page_size=4, num_pages=32, max_model_len=64).generate(
+    expected = LLM(tiny_dir, **ENGINE).generate(
         [[1, 2, 3]], SamplingParams(max_tokens=4, ignore_eos=True))[0]
     assert result.stdout == f"0\t{','.join(map(str, expected.token_ids))}\tlength\n"
     assert "deployment sha256:" in err(result)

@@ -12,14 +12,17 @@ from engine.llm_engine import LLM, LLMEngine
 from engine.config import EngineConfig
 from engine.sampling_params import SamplingParams
 from engine.trace import compare_traces
-from tests.engine.conftest import SMALL_ENGINE
+from tests.engine.conftest import P, SMALL_ENGINE
 
-P = SMALL_ENGINE["page_size"]
-# Lengths around page boundaries; two share a 9-token prefix with the first.
-BASE = [11, 3, 250, 7, 7, 19, 100, 42, 8, 60, 61, 62, 63, 64, 65, 66, 67]
-PROMPTS = [BASE[:17], BASE[:3], BASE[:4], BASE[:5], BASE[:8], BASE[:9] + [5, 5, 5], [200] * 13, BASE[:16]]
-GREEDY = SamplingParams(max_tokens=7, ignore_eos=True)
-SAMPLED = [SamplingParams(max_tokens=7, temperature=0.9, top_k=40, top_p=0.9, seed=s, ignore_eos=True)
+# Lengths around page boundaries (P - 1, P, P + 1, 2P, 3P + 1, 4P, 4P + 1). All but the run of 200s
+# are prefixes of BASE, so they share page-aligned and unaligned prefixes; one adds a three-token
+# tail to 2P + 1 shared tokens.
+BASE = [11, 3, 250, 7, 7, 19, 100, 42, 8] + list(range(60, 60 + 4 * P - 8))
+PROMPTS = [BASE[:4 * P + 1], BASE[:P - 1], BASE[:P], BASE[:P + 1], BASE[:2 * P], BASE[:2 * P + 1] + [5, 5, 5],
+           [200] * (3 * P + 1), BASE[:4 * P]]
+# P + 1 tokens: every request decodes across a page boundary (a decode step that needs a new page).
+GREEDY = SamplingParams(max_tokens=P + 1, ignore_eos=True)
+SAMPLED = [SamplingParams(max_tokens=P + 1, temperature=0.9, top_k=40, top_p=0.9, seed=s, ignore_eos=True)
            for s in range(len(PROMPTS))]
 
 
@@ -119,7 +122,7 @@ def test_forced_hash_collisions_never_change_values(tiny_dir, greedy_refs):
 def test_decode_rows_equal_teacher_forced_prefill(tiny_dir, greedy_refs):
     ref = greedy_refs[0]
     engine = LLMEngine(tiny_dir, EngineConfig(**{**SMALL_ENGINE, "enable_prefix_caching": False}))
-    for i in (1, 3, 6):
+    for i in (1, 3, 6, P - 1):  # the last one's history fills its pages exactly
         rid = engine.add_request(list(ref.prompt_token_ids) + list(ref.token_ids[:i]),
                                  SamplingParams(max_tokens=1, ignore_eos=True))
         (forced,) = engine.run()

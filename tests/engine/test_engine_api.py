@@ -8,10 +8,11 @@ from engine.deployment import DeploymentMismatch, current_deployment
 from engine.llm_engine import LLM, BadRequestError, LLMEngine
 from engine.sampling_params import SamplingParams
 from engine.trace import compare_traces
-from tests.engine.conftest import SMALL_ENGINE
+from tests.engine.conftest import P, SMALL_ENGINE
 
 PARAMS = SamplingParams(max_tokens=4, ignore_eos=True)
-GOOD = [[5, 6, 7, 8, 9, 10, 11], [1, 2, 3]]
+GOOD = [list(range(5, 5 + P + 3)), [1, 2, 3]]
+MAX_MODEL_LEN = SMALL_ENGINE["max_model_len"]
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def clean_outputs(tiny_dir):
     ([1, -3], PARAMS, "token 1 is -3"),
     ([1, True], PARAMS, "token 1 is True"),
     ("1,2", PARAMS, "list of token ids"),
-    ([1] * 61, PARAMS, "needs 65 positions"),
+    ([1] * (MAX_MODEL_LEN - 3), PARAMS, f"needs {MAX_MODEL_LEN + 1} positions"),
     ([1, 2], {"temperature": 0.5}, "SamplingParams"),
 ])
 def test_bad_requests_are_refused_and_disturb_nothing(tiny_dir, clean_outputs, prompt, params, message):
@@ -65,16 +66,21 @@ def test_generate_validates_every_request_before_queueing_any(tiny_dir):
 
 @pytest.mark.parametrize("cancel_at_step", [0, 1, 3])
 def test_cancelling_mid_flight_frees_everything(tiny_dir, clean_outputs, cancel_at_step):
-    config = EngineConfig(**{**SMALL_ENGINE, "max_num_batched_tokens": 4, "max_num_seqs": 2})
+    # The first victim is queued before any step, mid-prefill after one (a page-aligned chunk of
+    # its 3P + 1 tokens) and decoding, its full pages published, after three; the second stays
+    # queued (max_num_seqs).
+    config = EngineConfig(**{**SMALL_ENGINE, "max_num_batched_tokens": 2 * P, "max_num_seqs": 2})
     engine = LLMEngine(tiny_dir, config)
     keep = engine.add_request(GOOD[1], PARAMS)
-    victims = [engine.add_request(list(range(1, 14)), PARAMS), engine.add_request([4] * 9, PARAMS)]
+    victims = [engine.add_request(list(range(1, 3 * P + 2)), PARAMS), engine.add_request([4] * (2 * P + 1), PARAMS)]
     done = {}
     for _ in range(cancel_at_step):
         done.update({o.request_id: o for o in engine.step().finished})
-    for rid in victims:
-        out = engine.cancel(rid)
-        assert out is not None and out.finish_reason == "cancelled"
+    cancelled = [engine.cancel(rid) for rid in victims]
+    assert all(out is not None and out.finish_reason == "cancelled" for out in cancelled)
+    chunk_ends, num_produced = {0: ((), 0), 1: ((P,), 0), 3: ((P, 2 * P, 3 * P + 1), 1)}[cancel_at_step]
+    assert cancelled[0].prefill_chunk_ends == chunk_ends and len(cancelled[0].token_ids) == num_produced
+    assert cancelled[1].prefill_chunk_ends == ()
     assert engine.cancel(victims[0]) is None and engine.cancel("nope") is None
     done.update({o.request_id: o for o in engine.run()})
     assert done[keep].token_ids == clean_outputs[1].token_ids
@@ -109,7 +115,7 @@ def test_deployment_configuration(tiny_dir):
     assert fields["engine"]["page_size"] == SMALL_ENGINE["page_size"]
     assert set(fields["software"]) == {"python", "torch", "triton", "bitcase"}
     assert current_deployment(tiny_dir, **SMALL_ENGINE).digest == engine.deployment.digest
-    other = LLMEngine(tiny_dir, EngineConfig(**{**SMALL_ENGINE, "page_size": 8})).deployment
+    other = LLMEngine(tiny_dir, EngineConfig(**{**SMALL_ENGINE, "page_size": 2 * P})).deployment
     assert other.digest != engine.deployment.digest
     LLMEngine(tiny_dir, EngineConfig(**SMALL_ENGINE), expected_deployment=engine.deployment.digest)
     with pytest.raises(DeploymentMismatch, match="refusing to serve"):

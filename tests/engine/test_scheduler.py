@@ -6,7 +6,7 @@ from engine.sampling_params import SamplingParams
 from engine.scheduler import Scheduler
 from engine.sequence import Sequence
 
-P = 4
+P = 4  # torch-free, no kernel runs: small pages put many page boundaries in short prompts
 
 
 def make(num_pages=16, max_num_seqs=4, budget=64, max_model_len=32):

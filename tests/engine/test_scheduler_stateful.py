@@ -18,7 +18,7 @@ from engine.sampling_params import SamplingParams
 from engine.scheduler import Scheduler
 from engine.sequence import Sequence
 
-P = 4
+P = 4  # torch-free, no kernel runs: small pages put many page boundaries in short prompts
 VOCAB = 3
 # Prompts share page-aligned and unaligned prefixes so the prefix cache is exercised.
 SHARED_PREFIXES = ([], [0, 1, 2, 0, 1, 2, 0, 1], [2, 2, 2, 2, 1, 1], [2, 2, 2, 2, 1, 1, 1, 1, 0])
