@@ -1,0 +1,15 @@
+"""Relational kernel verifier: restricted-Triton source → tile IR → relational analysis → Z3.
+
+Public API (import the submodules; this package imports nothing heavy):
+
+- :func:`proofs.driver.verify_kernel` — one kernel, one configuration, against its contract;
+- :func:`proofs.planrun.verify_targets` — every entry of a sealed plan (or of D's plan);
+- :func:`proofs.producer.verify_plan_records` — the same, as evidence records for a bundle;
+- :func:`proofs.report.render_text` — a result as the human-readable report.
+
+A VERIFIED result is a relational invariance proof under stated premises and trusted
+assumptions (``proofs/trusted.py``), never a statement about numerical accuracy.
+"""
+
+VERIFIER_VERSION = "1.0"
+"""Version of the verifier's rules and encoding; recorded in every kernel_proof item."""

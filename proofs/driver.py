@@ -71,7 +71,7 @@ def _premises(prob: Problem, checked: dict[str, str]) -> list[Premise]:
         out.append(Premise("float arithmetic on finite values stays finite (no overflow)", "contract", "trusted"))
     out += [Premise(f"integer argument {n} fits in 32 bits", "verifier", "trusted")
             for n, p in c.params.items() if p.dtype == "int32"]
-    out += [Premise(t, "verifier", "trusted") for t in prob.premises_used]
+    out += [Premise(t, "verifier", checked.get(t, "trusted")) for t in prob.premises_used]
     return out
 
 
@@ -106,7 +106,8 @@ def verify_kernel(src: KernelSource, contract: Contract, constexprs: dict[str, A
                   checked_premises: dict[str, str] | None = None) -> KernelResult:
     """Verify ``src`` against ``contract`` at ``constexprs``; never raises for kernel problems."""
     start = time.perf_counter()
-    config = {k: v for k, v in sorted(constexprs.items())}
+    merged = {k: (list(v.values) if isinstance(v, Vary) else v) for k, v in contract.constexprs.items()}
+    config = dict(sorted({**merged, **constexprs}.items()))
     base = dict(kernel=src.name, key=key or src.name, source_file=str(src.path), source_digest=src.digest,
                 contract_file=str(contract.path or ""), configuration=config, claim=contract.summary)
     obligations: list[Obligation] = []
@@ -136,9 +137,13 @@ def verify_kernel(src: KernelSource, contract: Contract, constexprs: dict[str, A
     used_zero = prob is not None and any("dot terms" in s for s in prob.identities)
     return KernelResult(**base, verdict=verdict, reason=reason, counterexample=cex, obligations=obligations,
                         premises=_premises(prob, checked_premises or {}) if prob is not None else [],
-                        trusted=assumptions_for(ops, used_zero), demand=dict(prob.demand) if prob else {},
+                        trusted=assumptions_for(ops, used_zero, _finiteness(contract)), demand=dict(prob.demand) if prob else {},
                         steps=sorted(set(prob.identities)) if prob else [], notes=notes,
                         seconds=time.perf_counter() - start)
+
+
+def _finiteness(contract: Contract) -> bool:
+    return contract.no_overflow or any(t.finite for t in contract.tensors.values())
 
 
 def _diff(x: dict, y: dict) -> dict:

@@ -19,8 +19,8 @@ import z3
 from proofs import kinds as K
 from proofs import relate
 from proofs.identity import SConst, Simplifier, Sym
-from proofs.loopstate import _tokens, demanded_lanes, loop_fixpoint
-from proofs.smt import Ctx
+from proofs.loopstate import _tokens, demanded_lanes, forced_fixpoint, loop_fixpoint, uncertain_guards
+from proofs.smt import Ctx, Failed
 from proofs.tir import FNode, Loop
 
 __all__ = ["LoopProof", "prove_loop_result"]
@@ -93,26 +93,53 @@ class LoopProof:
         self.w.prob.identities.append(f"loop at line {line}: iterations paired by {self.mode}")
 
     # -- induction over paired iterations ---------------------------------------------------
-    def _prepare_kinds(self) -> None:
-        # The fixpoint runs under the loop-level assumptions, in a solver of its own, since the
-        # request may come from deep inside the walk of an iteration.
+    @contextmanager
+    def loop_level(self):
+        """Run value analyses under the loop-level assumptions, in a solver of their own (the
+        request may come from deep inside the walk of an iteration)."""
         values, outer = self.w.values, self.w.values.ctx
         sub = Ctx(self.w.prob.timeout_ms, self.w.prob.app_premises)
         values.ctx = sub
         active, self.w.active = self.w.active, []
         try:
             with sub.assume(*self.base_stack):
-                for run, loop in (("A", self.loop_a), ("B", self.loop_b)):
-                    roots = {}
-                    for name, la, lb in self.reaches.values():
-                        roots.setdefault(name, la if run == "A" else lb)
-                    demanded = demanded_lanes(loop, roots, self.w.prob.launch(run).ir)
-                    init, later, _ = loop_fixpoint(values, run, loop, demanded)
-                    self.entry[run, "first"], self.entry[run, "later"] = init, later
-                    self.entry_for = set(demanded) if run == "A" else self.entry_for & set(demanded)
+                yield
         finally:
             values.ctx = outer
             self.w.active = active
+
+    def demanded(self, run: str) -> dict:
+        roots: dict = {}
+        for name, la, lb in self.reaches.values():
+            roots.setdefault(name, la if run == "A" else lb)
+        return demanded_lanes(self.loop_of(run), roots, self.w.prob.launch(run).ir)
+
+    def _prepare_kinds(self) -> None:
+        with self.loop_level():
+            for run in ("A", "B"):
+                demanded = self.demanded(run)
+                init, later, _ = loop_fixpoint(self.w.values, run, self.loop_of(run), demanded)
+                self.entry[run, "first"], self.entry[run, "later"] = init, later
+                self.entry_for = set(demanded) if run == "A" else self.entry_for & set(demanded)
+
+    def _after_witness(self, run: str, cond: z3.BoolRef) -> dict | None:
+        """Entry classes of the extra iterations ``cond`` when some earlier iteration surely
+        had a lane on which an undecided max/min guard holds (see loopstate.forced_fixpoint)."""
+        loop, values = self.loop_of(run), self.w.values
+        with self.loop_level():
+            guards = uncertain_guards(values, run, loop, self.demanded(run))
+        for guard, lane, rng in guards:
+            v, k = z3.Int(f"witness_it@{run}"), z3.Int("witness_lane")
+            at = lambda t: z3.substitute(t, (loop.it, v), (lane, k))
+            earlier = z3.Exists([v, k], z3.And(v >= 0, v < loop.it, loop.in_range(v), at(rng), at(guard)))
+            with self.ctx.assume(cond):
+                if not self.ctx.valid(earlier):
+                    continue
+            with self.loop_level():
+                start = {n: self.entry[run, "first"].get(n, K.TOP) | self.entry[run, "later"].get(n, K.TOP)
+                         for n in self.demanded(run)}
+                return forced_fixpoint(values, run, loop, self.demanded(run), start, guard)
+        return None
 
     def run(self) -> None:
         a, b, w = self.loop_a, self.loop_b, self.w
@@ -150,18 +177,29 @@ class LoopProof:
         if kind == "suffix" and self.ctx.possible(z3.And(cond, loop.it == 0)):
             states.append(self.entry[run, "first"])
         for state in states:
-            simp = Simplifier(self.w.values, run, loop.loop_id, state)
-            self.w.values.env_stack.append((next(_tokens), {(run, loop.loop_id): state}))
             try:
-                self._check_state(simp, run, kind, cond, loop, todo, state)
-            finally:
-                self.w.values.env_stack.pop()
+                self._check_state(run, kind, cond, loop, todo, state)
+            except Failed as exc:
+                refined = self._after_witness(run, cond) if kind == "suffix" and \
+                    exc.obligation.status == "unknown" else None
+                if refined is None:
+                    raise
+                del self.ctx.obligations[-1]
+                self._check_state(run, kind, cond, loop, todo, refined)
         for name, _ in todo:
             self.identity_done.add((run, kind, name))
         self.w.prob.identities.append(f"loop at line {loop.line}: extra {kind} iterations of launch {run} proved "
                                       f"exact identities on {', '.join(sorted(n for n, _ in todo))}")
 
-    def _check_state(self, simp, run, kind, cond, loop, todo, state) -> None:
+    def _check_state(self, run, kind, cond, loop, todo, state) -> None:
+        simp = Simplifier(self.w.values, run, loop.loop_id, state)
+        self.w.values.env_stack.append((next(_tokens), {(run, loop.loop_id): state}))
+        try:
+            self._check_simplified(simp, kind, cond, loop, todo, state, run)
+        finally:
+            self.w.values.env_stack.pop()
+
+    def _check_simplified(self, simp, kind, cond, loop, todo, state, run) -> None:
         with self.ctx.assume(cond):
             for name, lanes in todo:
                 got = simp.simp(loop.next[name], lanes)

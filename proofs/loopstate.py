@@ -17,7 +17,7 @@ import z3
 from proofs import kinds as K
 from proofs.tir import FNode, Loop
 
-__all__ = ["demanded_lanes", "loop_fixpoint", "exit_kinds"]
+__all__ = ["demanded_lanes", "loop_fixpoint", "exit_kinds", "uncertain_guards", "forced_fixpoint"]
 
 _tokens = itertools.count(1)
 _MAX_ROUNDS = 24
@@ -105,3 +105,45 @@ def exit_kinds(values, run: str, node: FNode, lanes: tuple) -> frozenset:
     loop = ir.loops[node.data["loop"]]
     demanded = demanded_lanes(loop, {node.attrs[0]: lanes}, ir)
     return loop_fixpoint(values, run, loop, demanded)[2][node.attrs[0]]
+
+
+def uncertain_guards(values, run: str, loop: Loop, demanded: dict[str, tuple]) -> list[tuple]:
+    """Guards of max/min reductions that may hold on no lane at some later iteration.
+
+    Such a guard (e.g. "this key is in the query's window") keeps the fixpoint from excluding
+    the untouched initial state; :func:`forced_fixpoint` recovers the states after an iteration
+    in which the guard surely held on some lane.
+    """
+    _, later, _ = loop_fixpoint(values, run, loop, demanded)
+    values.uncertain = []
+    try:
+        _transfer(values, run, loop, demanded, later, loop.it >= 1)
+        return list(values.uncertain)
+    finally:
+        values.uncertain = None
+
+
+def _transfer(values, run: str, loop: Loop, demanded: dict, state: dict, cls: z3.BoolRef) -> dict:
+    ctx = values.ctx
+    values.env_stack.append((next(_tokens), {(run, loop.loop_id): state}))
+    try:
+        with ctx.assume(loop.in_range(), cls):
+            return {n: values.kinds(loop.next[n], lanes, run) for n, lanes in demanded.items()}
+    finally:
+        values.env_stack.pop()
+
+
+def forced_fixpoint(values, run: str, loop: Loop, demanded: dict, start: dict, guard: z3.BoolRef) -> dict:
+    """States after one iteration in which ``guard`` holds on some lane, then any iterations."""
+    values.forced = frozenset({guard.get_id()})
+    try:
+        state = _transfer(values, run, loop, demanded, start, loop.it >= 0)
+    finally:
+        values.forced = frozenset()
+    for _ in range(_MAX_ROUNDS):
+        step = _transfer(values, run, loop, demanded, state, loop.it >= 1)
+        joined = {n: state[n] | step[n] for n in demanded}
+        if joined == state:
+            return state
+        state = joined
+    return {n: K.TOP for n in demanded}

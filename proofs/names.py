@@ -169,6 +169,9 @@ class _Compiler(ast.NodeVisitor):
             left = right
         return z3.And(*parts) if len(parts) > 1 else parts[0]
 
+    def visit_IfExp(self, node: ast.IfExp) -> Any:
+        return z3.If(self.visit(node.test), self.visit(node.body), self.visit(node.orelse))
+
     def visit_Call(self, node: ast.Call) -> Any:
         fname = ast.unparse(node.func)
         args = [self.visit(a) for a in node.args]

@@ -109,8 +109,11 @@ class Problem:
         for name, value in model.items():
             if name.startswith(("drift", "undef", "opaque")):
                 continue
-            base, _, run = name.partition("@")
-            out.get(run, out["shared"])[base] = value
+            base, _, run = name.rpartition("@")
+            if run in ("A", "B"):
+                out[run][base] = value
+            else:
+                out["shared"][name] = value
         for run in ("A", "B"):
             cx = self.launch(run).ir.constexprs
             vary = {k: cx[k] for k, v in self.contract.constexprs.items() if type(v).__name__ == "Vary"}

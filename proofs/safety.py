@@ -13,9 +13,10 @@ from __future__ import annotations
 import z3
 
 from proofs.errors import Unsupported
-from proofs.layout import decompose, monomials
+from proofs.layout import decompose
 from proofs.problem import Launch, Problem
 from proofs.smt import I32
+from proofs.wrapper import EXTENTS
 from proofs.tir import AX
 
 __all__ = ["check_safety"]
@@ -48,10 +49,6 @@ def _subterms32(term: z3.ExprRef | None, widths: dict) -> list[tuple[z3.ArithRef
     return out
 
 
-def _linear(t: z3.ArithRef) -> bool:
-    return all(len(atoms) <= 1 for _, atoms in monomials(t))
-
-
 def _no_wrap(prob: Problem, launch: Launch, spec, terms: list) -> z3.BoolRef:
     """A linear condition implying that none of ``terms`` leaves the 32-bit range."""
     parts = []
@@ -63,7 +60,7 @@ def _no_wrap(prob: Problem, launch: Launch, spec, terms: list) -> z3.BoolRef:
 
 def _no_wrap_one(prob: Problem, launch: Launch, spec, t: z3.ArithRef) -> z3.BoolRef:
     """Either the term is provably in range, or it is a partial offset of an in-bounds element."""
-    options = [I32(t)] if _linear(t) else []
+    options = [I32(t)]
     idx = decompose(t, launch.strides(spec)) if spec is not None and prob.contract.i32_extents else None
     if idx is not None:
         # t = Σ idx_k * stride_k with 0 <= idx_k < dim_k lies in [0, extent), and extent < 2**31.
@@ -72,7 +69,7 @@ def _no_wrap_one(prob: Problem, launch: Launch, spec, t: z3.ArithRef) -> z3.Bool
             if not (z3.is_int_value(i) and i.as_long() == 0):
                 parts += [i >= 0, i < d]
         options.append(z3.And(*parts))
-        note = "every tensor's element extent is below 2**31 (32-bit offsets)"
+        note = EXTENTS
         if note not in prob.premises_used:
             prob.premises_used.append(note)
     return z3.Or(*options) if options else I32(t)

@@ -45,21 +45,32 @@ CATALOGUE = {a.id: a for a in (
     TrustedAssumption("contract-translation", "contract translation",
                       "The kernel contract (selected region, related inputs, premises) is what the engine "
                       "relies on; tensor representations correspond to the engine's logical tensors."),
-    TrustedAssumption("verifier-translator", "the verifier's translator and rules",
-                      "The Python-AST front end models the restricted Triton subset faithfully, and the "
-                      "pairing, demand, value-analysis and identity rules are sound."),
+    TrustedAssumption("tensor-representation", "tensor-representation correspondence",
+                      "The contract's shapes, strides and page-table views of each pointer argument denote the "
+                      "engine's logical tensors."),
+    TrustedAssumption("verifier-translator", "the verifier's translator",
+                      "The Python-AST front end models the restricted Triton subset faithfully (constexpr folding, "
+                      "integer semantics, broadcasting, loops, masks)."),
+    TrustedAssumption("verifier-rules", "the verifier's rules",
+                      "The pairing, backward-demand, value-analysis and identity-step rules are sound."),
+    TrustedAssumption("attention-finiteness", "finiteness premises",
+                      "Tensors the contract marks finite hold finite values (stale KV slots included), and, where "
+                      "the contract says no_overflow, float arithmetic on finite values does not overflow; both "
+                      "are unchecked at run time unless the engine checks them."),
     TrustedAssumption("z3-solver", "Z3 and the solver encoding",
                       "Z3 answers correctly, and the integer encoding (mathematical integers with explicit "
                       "32-bit range obligations, C division) matches Triton's integer semantics."),
 )}
 
-_ALWAYS = ("triton-compiler", "gpu-execution", "host-glue", "contract-translation", "verifier-translator",
-           "z3-solver")
+_ALWAYS = ("triton-compiler", "gpu-execution", "host-glue", "contract-translation", "tensor-representation",
+           "verifier-translator", "verifier-rules", "z3-solver")
 
 
-def assumptions_for(ops: set[str], used_zero_terms: bool) -> list[TrustedAssumption]:
+def assumptions_for(ops: set[str], used_zero_terms: bool, finiteness: bool = False) -> list[TrustedAssumption]:
     """The assumptions a result relies on, given the op kinds in its kernel."""
     ids = list(_ALWAYS)
+    if finiteness:
+        ids.append("attention-finiteness")
     if "dot" in ops:
         ids.append("dot-position-independence")
     if used_zero_terms:

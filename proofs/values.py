@@ -51,6 +51,8 @@ class Values:
         self.walker = None
         self._memo: dict = {}
         self._fix: dict = {}
+        self.uncertain: list | None = None  # records (guard, lane, range) of undecided max/min lanes
+        self.forced: frozenset[int] = frozenset()  # guards known to hold on some lane
 
     # -- public -----------------------------------------------------------------------------
     def kinds(self, node: FNode, lanes: tuple, run: str) -> frozenset:
@@ -80,7 +82,7 @@ class Values:
         return hit
 
     def _env_key(self, run: str) -> tuple:
-        envs = tuple(token for token, _ in self.env_stack)
+        envs = tuple(token for token, _ in self.env_stack) + tuple(sorted(self.forced))
         active = tuple((id(lp), lp.cls) for lp in self.walker.active) if self.walker else ()
         return envs + active
 
@@ -145,12 +147,13 @@ class Values:
                     out += [(z3.And(c, g), k) for g, k in self.gkinds(n.args[idx], arg_lanes(n, lanes, idx), run)]
             return self._prune(out)
         if op == "fselect":
-            truth = self.truth(n.args[0], arg_lanes(n, lanes, 0), run)
+            cond = n.args[0]
+            truth = self.truth(cond, arg_lanes(n, lanes, 0), run)
             out = []
-            if True in truth:
-                out += self.gkinds(n.args[1], arg_lanes(n, lanes, 1), run)
-            if False in truth:
-                out += self.gkinds(n.args[2], arg_lanes(n, lanes, 2), run)
+            for value, idx in ((True, 1), (False, 2)):
+                if value in truth:
+                    gl = self.gkinds(n.args[idx], arg_lanes(n, lanes, idx), run)
+                    out += [(g, self._refine(cond, n.args[idx], k, value)) for g, k in gl]
             return self._prune(out)
         if op == "reduce":
             return self._reduce(n, lanes, run, bound_var)
@@ -187,10 +190,32 @@ class Values:
         drop = {"max": K.NINF, "min": K.PINF}.get(op)
         if drop is not None:
             for g, ks in present:
-                if drop not in ks and K.NAN not in ks and (z3.is_true(g) or self.ctx.valid(z3.Exists([k], z3.And(rng, g)))):
+                if drop in ks or K.NAN in ks:
+                    continue
+                if z3.is_true(g) or g.get_id() in self.forced or self.ctx.valid(z3.Exists([k], z3.And(rng, g))):
                     res -= {drop}
                     break
+                if self.uncertain is not None:
+                    self.uncertain.append((g, k, rng))
         return [(_T, res)]
+
+    @staticmethod
+    def _refine(cond: FNode, arm: FNode, classes: frozenset, value: bool) -> frozenset:
+        """Classes of ``arm`` where ``cond`` is ``value``, when cond compares arm to a constant
+        (``where(m > -inf, m, 0)`` takes its first arm only for m > -inf)."""
+        if cond.op != "cmp":
+            return classes
+        a, b = cond.args
+        for x, c, op in ((a, b, cond.attrs[0]), (b, a, {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}.get(
+                cond.attrs[0], cond.attrs[0]))):
+            while x.op == "view":
+                x = x.args[0]
+            while c.op == "view":
+                c = c.args[0]
+            if x is arm and c.op == "const":
+                const = frozenset({K.classify(c.attrs[0])})
+                return frozenset(k for k in classes if value in K.compare(op, frozenset({k}), const))
+        return classes
 
     def truth(self, node: FNode, lanes: tuple, run: str) -> frozenset:
         """Possible truth values of a float comparison element."""

@@ -38,8 +38,9 @@ def _struct_attr(v: Any) -> Any:
     return v
 
 
-def bound_var(tag: str, n: int) -> tuple[z3.ArithRef, z3.BoolRef]:
-    k = z3.Int(f"k{tag}")
+def bound_var(tag: str, n: int, line: int = 0) -> tuple[z3.ArithRef, z3.BoolRef]:
+    """A lane of a reduced (or contracted) axis, named after its source line for counterexamples."""
+    k = z3.Int(f"lane@L{line}#{tag}")
     return k, z3.And(k >= 0, k < n)
 
 
@@ -146,19 +147,19 @@ class Walker:
         arg = a.args[0]
         axis = a.attrs[1]
         if axis is None:
-            ks = [bound_var(f"{a.uid}_{b.uid}_{d}", n) for d, n in enumerate(arg.shape)]
+            ks = [bound_var(f"{a.uid}_{b.uid}_{d}", n, a.line) for d, n in enumerate(arg.shape)]
             lanes = tuple(k for k, _ in ks)
             with self.ctx.assume(*[r for _, r in ks]):
                 self.pair(arg, lanes, b.args[0], lanes)
             return
-        k, rng = bound_var(f"{a.uid}_{b.uid}", arg.shape[axis])
+        k, rng = bound_var(f"{a.uid}_{b.uid}", arg.shape[axis], a.line)
         with self.ctx.assume(rng):
             self.pair(arg, arg_lanes(a, la, 0, k), b.args[0], arg_lanes(b, lb, 0, k))
 
     def pair_dot(self, a: FNode, la: tuple, b: FNode, lb: tuple) -> None:
         if len(a.args) == 3:
             self.pair(a.args[2], la, b.args[2], lb)
-        k, rng = bound_var(f"{a.uid}_{b.uid}", a.args[0].shape[1])
+        k, rng = bound_var(f"{a.uid}_{b.uid}", a.args[0].shape[1], a.line)
         with self.ctx.assume(rng):
             pa, pb = arg_lanes(a, la, 0, k), arg_lanes(b, lb, 0, k)
             self.pair(a.args[0], pa, b.args[0], pb)
@@ -187,6 +188,8 @@ class Walker:
                     self.prob.identities.append(f"line {a.line}: dot terms with a +0 left operand dropped "
                                                 "(right operand finite)")
                     return
+            first_failure.reason += (f" (the right operand of tl.dot at line {a.line} is demanded there: the value "
+                                     "analysis cannot show the left operand is exactly +0 on those elements)")
             raise first_failure
 
     def pair_load(self, a: FNode, la: tuple, b: FNode, lb: tuple) -> None:

@@ -1,0 +1,275 @@
+"""Check a contract's premises against the launch wrapper's asserts (host glue).
+
+The wrapper is the module function that launches the kernel (``kernel[grid](...)``); its
+asserts, and those of module functions it calls, are translated where possible: a launch
+argument's expression (``x.stride(0)``) becomes the kernel parameter it is passed as,
+``c["K"]`` (``c = entry.constexpr_dict()``) the configuration value, and ``t.shape[k]``,
+``t.stride(k)``, ``t.is_contiguous()`` of a tensor passed as a pointer argument the contract's
+layout of that tensor. A premise implied (Z3) by the translated asserts is reported as checked,
+naming the assert lines; the rest stay trusted. Premises naming the selected element (groups,
+symbols, tensor contents) define the claim rather than the host's duty and are listed as such.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from typing import Any
+
+import z3
+
+from proofs.contract import Contract
+from proofs.names import LaunchNames
+from proofs.source import KernelSource
+
+__all__ = ["checked_premises", "SELECTION", "EXTENTS"]
+
+SELECTION = "selects the element the claim is about"
+EXTENTS = "every tensor's element extent is below 2**31 (32-bit offsets)"
+_MAX_INDEX = {"MAX_INDEX": 2**31 - 1}
+
+
+def _launch_site(src: KernelSource) -> tuple[ast.FunctionDef, ast.Call] | None:
+    for fn in src.module.body:
+        if isinstance(fn, ast.FunctionDef):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) \
+                        and isinstance(node.func.value, ast.Name) and node.func.value.id == src.name:
+                    return fn, node
+    return None
+
+
+class _Subst(ast.NodeTransformer):
+    def __init__(self, mapping: dict[str, ast.expr]) -> None:
+        self.mapping = mapping
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        return copy.deepcopy(self.mapping[node.id]) if node.id in self.mapping else node
+
+
+def _locals(fn: ast.FunctionDef) -> dict[str, ast.expr]:
+    out = {}
+    for stmt in fn.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            out[stmt.targets[0].id] = stmt.value
+    return out
+
+
+def _body_asserts(stmts: list[ast.stmt], subst: dict) -> list[tuple[int, ast.expr, dict]]:
+    """Asserts of a function body; ``for`` loops over literal tuples are unrolled."""
+    out = []
+    for stmt in stmts:
+        if isinstance(stmt, ast.Assert):
+            out.append((stmt.lineno, stmt.test, subst))
+        elif isinstance(stmt, ast.If):
+            out += _body_asserts(stmt.body, subst) + _body_asserts(stmt.orelse, subst)
+        elif isinstance(stmt, ast.For) and isinstance(stmt.iter, (ast.Tuple, ast.List)):
+            for item in stmt.iter.elts:
+                binding = {}
+                if isinstance(stmt.target, ast.Name):
+                    binding[stmt.target.id] = item
+                elif isinstance(stmt.target, ast.Tuple) and isinstance(item, ast.Tuple) \
+                        and len(item.elts) == len(stmt.target.elts):
+                    binding = {t.id: v for t, v in zip(stmt.target.elts, item.elts) if isinstance(t, ast.Name)}
+                out += _body_asserts(stmt.body, {**subst, **binding})
+    return out
+
+
+def _early_returns(fn: ast.FunctionDef, call: ast.Call) -> list[tuple[int, ast.expr]]:
+    """``if COND: return`` before the launch: the launch happens only when COND is false."""
+    out = []
+    for stmt in fn.body:
+        if any(node is call for node in ast.walk(stmt)):
+            break
+        if isinstance(stmt, ast.If) and len(stmt.body) == 1 and isinstance(stmt.body[0], ast.Return) \
+                and not stmt.orelse:
+            out.append((stmt.lineno, ast.UnaryOp(ast.Not(), stmt.test)))
+    return out
+
+
+def _asserts(src: KernelSource, fn: ast.FunctionDef, call: ast.Call) -> list[tuple[int, ast.expr, dict]]:
+    """(line, test, substitution) of asserts in ``fn`` and in module functions it calls directly."""
+    funcs = {f.name: f for f in src.module.body if isinstance(f, ast.FunctionDef)}
+    own = _locals(fn)
+    out = _body_asserts(fn.body, own) + [(line, test, own) for line, test in _early_returns(fn, call)]
+    for node in ast.walk(fn):
+        callee = funcs.get(node.func.id) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else None
+        if callee is None or callee is fn:
+            continue
+        params = {p.arg: arg for p, arg in zip(callee.args.args, node.args)}
+        out += _body_asserts(callee.body, {**_locals(callee), **params})
+    return out
+
+
+def _resolve(expr: ast.expr, subst: dict[str, ast.expr], rounds: int = 6) -> ast.expr:
+    for _ in range(rounds):
+        new = _Subst(subst).visit(copy.deepcopy(expr))
+        if ast.dump(new) == ast.dump(expr):
+            break
+        expr = new
+    return expr
+
+
+class _Translator:
+    """Wrapper expressions → Z3 terms of launch A (None when not translatable)."""
+
+    def __init__(self, src: KernelSource, contract: Contract, names: LaunchNames, args: dict[str, str],
+                 constants: dict[str, Any]) -> None:
+        self.contract, self.names, self.args, self.constants = contract, names, args, constants
+        self.extents: set[str] = set()  # tensors whose largest offset the wrapper bounds
+        self.globals = {**_MAX_INDEX, **{k: v for k, v in src.globals.items() if isinstance(v, int)}}
+
+    def term(self, e: ast.expr) -> Any:
+        text = ast.unparse(e)
+        if text in self.args:
+            return self._param(self.args[text])
+        if isinstance(e, ast.Constant) and isinstance(e.value, int) and not isinstance(e.value, bool):
+            return z3.IntVal(e.value)
+        if isinstance(e, ast.Name) and e.id in self.globals:
+            return z3.IntVal(self.globals[e.id])
+        if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Constant) and isinstance(e.slice.value, str):
+            value = self.constants.get(e.slice.value)
+            return z3.IntVal(int(value)) if isinstance(value, (int, bool)) else None
+        if isinstance(e, ast.BinOp):
+            a, b = self.term(e.left), self.term(e.right)
+            if a is None or b is None:
+                return None
+            ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
+                   ast.FloorDiv: lambda: a / b, ast.Mod: lambda: a % b}
+            return ops[type(e.op)]() if type(e.op) in ops else None
+        if isinstance(e, ast.Call) and ast.unparse(e.func) == "max_offset" and len(e.args) == 1:
+            return self.max_offset(e.args[0])
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "stride" and e.args:
+            return self._layout(e.func.value, "strides", e.args[0])
+        if isinstance(e, ast.Subscript) and isinstance(e.value, ast.Attribute) and e.value.attr == "shape":
+            return self._layout(e.value.value, "shape", e.slice)
+        return None
+
+    def _param(self, name: str) -> Any:
+        if name in self.contract.params and not self.contract.params[name].dtype.startswith("float"):
+            return self.names.param(name)
+        return None
+
+    def _tensor(self, e: ast.expr):
+        name = self.args.get(ast.unparse(e))
+        return self.contract.tensors.get(name) if name else None
+
+    def _layout(self, tensor: ast.expr, field: str, index: ast.expr) -> Any:
+        spec = self._tensor(tensor)
+        if spec is None or not isinstance(index, ast.Constant) or not isinstance(index.value, int):
+            return None
+        dims = getattr(spec, field)
+        k = index.value
+        return self.names.expr(dims[k]) if -len(dims) <= k < len(dims) else None
+
+    def max_offset(self, e: ast.expr) -> Any:
+        """``max_offset(t)`` (kernels/tensors.py): the largest element offset, Σ (dim - 1) * stride."""
+        spec = self._tensor(e)
+        if spec is None:
+            return None
+        self.extents.add(spec.name)
+        return z3.Sum([(self.names.expr(d) - 1) * self.names.expr(s) for d, s in zip(spec.shape, spec.strides)])
+
+    def fact(self, e: ast.expr) -> list[z3.BoolRef]:
+        """Facts an assert of ``e`` establishes (conjuncts that translate; others dropped)."""
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+            inner = self.fact(e.operand)
+            return [z3.Not(z3.And(*inner))] if len(inner) == 1 else []
+        if isinstance(e, ast.Compare) and len(e.ops) == 1 and isinstance(e.left, ast.Call) \
+                and ast.unparse(e.left.func) == "max" and isinstance(e.ops[0], (ast.Lt, ast.LtE)):
+            return [f for arg in e.left.args for f in self.fact(ast.Compare(arg, e.ops, e.comparators))]
+        if isinstance(e, ast.BoolOp) and isinstance(e.op, ast.And):
+            return [f for v in e.values for f in self.fact(v)]
+        if isinstance(e, ast.BoolOp) and isinstance(e.op, ast.Or):
+            parts = [self.fact(v) for v in e.values]
+            return [z3.Or(*[z3.And(*p) for p in parts])] if all(parts) else []
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "is_contiguous":
+            spec = self._tensor(e.func.value)
+            if spec is None:
+                return []
+            dims = [self.names.expr(d) for d in spec.shape]
+            strides = [self.names.expr(s) for s in spec.strides]
+            out, expected = [], z3.IntVal(1)
+            for k in range(len(dims) - 1, -1, -1):
+                out.append(strides[k] == expected)
+                expected = expected * dims[k]
+            return out
+        if isinstance(e, ast.Compare) and len(e.ops) == 1:
+            left, right = e.left, e.comparators[0]
+            if isinstance(left, ast.Call) and ast.unparse(left.func) == "tuple" and left.args:
+                left = left.args[0]
+            if isinstance(left, ast.Attribute) and left.attr == "shape" and isinstance(right, ast.Tuple) \
+                    and isinstance(e.ops[0], ast.Eq):
+                return [f for k, r in enumerate(right.elts) for f in self.fact(ast.Compare(
+                    ast.Subscript(left, ast.Constant(k)), [ast.Eq()], [r]))]
+            a, b = self.term(left), self.term(right)
+            if a is None or b is None:
+                return []
+            ops = {ast.Lt: a < b, ast.LtE: a <= b, ast.Gt: a > b, ast.GtE: a >= b, ast.Eq: a == b, ast.NotEq: a != b}
+            return [ops[type(e.ops[0])]] if type(e.ops[0]) in ops else []
+        return []
+
+
+def _selection_names(contract: Contract) -> set[str]:
+    return set(contract.groups) | set(contract.symbols)
+
+
+def checked_premises(src: KernelSource, contract: Contract, constexprs: dict[str, Any] | None = None,
+                     static: dict[str, Any] | None = None) -> dict[str, str]:
+    """For each ``assume`` premise: how it is established (a wrapper assert, or the selection)."""
+    out: dict[str, str] = {}
+    selection = _selection_names(contract)
+    tensors = {n for n, t in contract.tensors.items() if not t.is_float}
+    for text in contract.assume:
+        used = {n.id for n in ast.walk(ast.parse(text, mode="eval")) if isinstance(n, ast.Name)}
+        if used & selection or any(f"{t}[" in text for t in tensors):
+            out[text] = SELECTION
+    site = _launch_site(src)
+    if site is None:
+        return out
+    fn, call = site
+    constants = {**(static or {}), **(constexprs or {})}
+    names = LaunchNames("A", contract, constants)
+    params = [a.arg for a in src.func.args.args]
+    subst = _locals(fn)
+    args = {ast.unparse(_resolve(arg, subst)): p for p, arg in zip(params, call.args)}
+    args.update({ast.unparse(_resolve(k.value, subst)): k.arg for k in call.keywords if k.arg in params})
+    facts: list[tuple[int, z3.BoolRef]] = []
+    tr = _Translator(src, contract, names, args, constants)
+    for spec in contract.tensors.values():  # tensor dimensions are never negative
+        facts += [(0, names.expr(d) >= 0) for d in spec.shape]
+    extent_lines = []
+    for line, test, local in _asserts(src, fn, call):
+        before = set(tr.extents)
+        try:
+            facts += [(line, f) for f in tr.fact(_resolve(test, local))]
+        except (ValueError, TypeError, KeyError, z3.Z3Exception):
+            continue
+        if tr.extents != before:
+            extent_lines.append(line)
+    if contract.i32_extents and tr.extents:
+        missing = sorted(set(contract.tensors) - tr.extents)
+        out[EXTENTS] = ("wrapper check" + ("s" if len(extent_lines) > 1 else "") + " at line " +
+                        ", ".join(map(str, extent_lines)) + (f" (not for {', '.join(missing)})" if missing else ""))
+    for text in contract.assume:
+        if text in out:
+            continue
+        lines = [n for n in _implied_by(facts, names.expr(text)) if n]
+        if lines:
+            out[text] = "wrapper check" + ("s" if len(lines) > 1 else "") + " at line " + \
+                        ", ".join(str(n) for n in lines)
+    return out
+
+
+def _implied_by(facts: list[tuple[int, z3.BoolRef]], goal: z3.BoolRef) -> list[int]:
+    s = z3.Solver()
+    s.set("timeout", 2000)
+    tracks = {}
+    for i, (line, f) in enumerate(facts):
+        t = z3.Bool(f"assert{i}")
+        tracks[str(t)] = line
+        s.assert_and_track(f, t)
+    s.add(z3.Not(goal))
+    if s.check() != z3.unsat:
+        return []
+    return sorted({tracks[str(t)] for t in s.unsat_core()})
