@@ -112,6 +112,7 @@ class Preparer:
         self._producers: dict[tuple[tuple[str, str], ...], str] = {}  # producer items -> canonical JSON
         self._deployments: dict[str, tuple[dict[str, Any], str]] = {}  # digest -> (fields, deployment JSON)
         self._last_deployment: Any = object()  # the last deployment object that passed every check
+        self._last_producer: tuple[Any, str] = (object(), "")  # the last valid producer object, its JSON
 
     def __call__(self, record: Any, where: str) -> PreparedRecord:
         """Validate one parsed record and compute its digests; raise :class:`BundleError`.
@@ -138,11 +139,15 @@ class Preparer:
         check_shell, check_producer, check_deployment = evidence_part_checks()
         check_shell(record, ())
         producer = record["producer"]
-        is_strings = isinstance(producer, dict) and all(type(v) is str for v in producer.values())
-        prod_json = self._producers.get(tuple(producer.items())) if is_strings else None
-        if prod_json is None:  # a producer not seen yet in this ingest
-            check_producer(producer, ("producer",))
-            prod_json = self._producers[tuple(producer.items())] = producer_json(producer)
+        if producer is self._last_producer[0]:  # bundle lines share one parsed object when repeated
+            prod_json = self._last_producer[1]
+        else:
+            is_strings = isinstance(producer, dict) and all(type(v) is str for v in producer.values())
+            prod_json = self._producers.get(tuple(producer.items())) if is_strings else None
+            if prod_json is None:  # a producer not seen yet in this ingest
+                check_producer(producer, ("producer",))
+                prod_json = self._producers[tuple(producer.items())] = producer_json(producer)
+            self._last_producer = (producer, prod_json)
         deployment = record["deployment"]
         if deployment is not self._last_deployment:  # bundle lines share one parsed object when repeated
             check_deployment(deployment, ("deployment",))

@@ -61,9 +61,12 @@ def sniff_kind(path: Path) -> BundleKind:
                       hint="name bundles *.jsonl or *.json and JUnit reports *.xml")
 
 
-def _parse(text: str, where: str, loads: Callable[[str], Any] = json.loads) -> Any:
+def _parse(data: bytes, where: str, loads: Callable[[bytes], Any]) -> Any:
     try:
-        return loads(text)
+        return loads(data)
+    except UnicodeDecodeError as exc:
+        raise BundleError(f"invalid UTF-8 at byte {exc.start}", where=where,
+                          hint="bundles are UTF-8 text; re-encode the file") from None
     except json.JSONDecodeError as exc:
         raise BundleError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", where=where,
                           hint="each record must be one complete JSON object") from None
@@ -74,12 +77,8 @@ def _parse(text: str, where: str, loads: Callable[[str], Any] = json.loads) -> A
                           hint="integers must fit in 64 bits; write big values as strings") from None
 
 
-def _decode(raw: bytes, where: str) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BundleError(f"invalid UTF-8 at byte {exc.start}", where=where,
-                          hint="bundles are UTF-8 text; re-encode the file") from None
+def _loads_utf8(data: bytes) -> Any:
+    return json.loads(data.decode("utf-8"))
 
 
 def iter_jsonl(path: Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[str, Any]]:
@@ -99,9 +98,9 @@ def iter_jsonl(path: Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[
                                        "as a subject by digest)")
             if line_no == 1:
                 raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark some editors add
-            if not raw.strip():
+            if raw.isspace():
                 continue
-            yield where, _parse(_decode(raw, where), where, parser.parse)
+            yield where, _parse(raw, where, parser.parse)
 
 
 def iter_json(path: Path, *, max_file_bytes: int = MAX_JSON_FILE_BYTES) -> Iterator[tuple[str, Any]]:
@@ -112,7 +111,7 @@ def iter_json(path: Path, *, max_file_bytes: int = MAX_JSON_FILE_BYTES) -> Itera
     if len(raw) > max_file_bytes:
         raise BundleError(f"JSON bundle is larger than {max_file_bytes} bytes", where=where,
                           hint="write large bundles as JSONL (one record per line, *.jsonl); they are streamed")
-    value = _parse(_decode(raw.removeprefix(b"\xef\xbb\xbf"), where), where)
+    value = _parse(raw.removeprefix(b"\xef\xbb\xbf"), where, _loads_utf8)
     if isinstance(value, list):
         for index, item in enumerate(value):
             yield f"{where}: record {index + 1}", item

@@ -86,9 +86,9 @@ def test_line_parser_equals_json_loads(fields: dict, other: Any, is_nested: bool
     deployment = {"digest": "sha256:" + "a" * 64, "fields": {"padding": "p" * 300, **fields}}
     parser = LineParser()
     first = _dumps({"deployment": deployment, "id": 1})
-    assert parser.parse(first) == json.loads(first)
+    assert parser.parse(first.encode()) == json.loads(first)
     body = {"details": {"deployment": deployment} if is_nested else other, "id": 2}
     line = _dumps({"deployment": deployment if not is_nested else other, **body})
     if is_duplicate:
         line = line[:-1] + ',"deployment":' + _dumps(other) + "}"
-    assert parser.parse(line) == json.loads(line)
+    assert parser.parse(line.encode("utf-8", "surrogatepass")) == json.loads(line)
