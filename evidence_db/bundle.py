@@ -122,6 +122,9 @@ def write_bundle(path: Path, records: Iterable[EvidenceRecord]) -> int:
                 count += 1
             f.flush()
             os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a bundle is an ordinary file
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
