@@ -52,11 +52,14 @@ def _finish(records, out: Path, json_output: bool, extra: dict) -> None:
     else:
         from rich.table import Table
 
-        columns = ("units", "comparisons", "passed", "failed", "detected", "errors")
-        table = Table("obligation", "status", *columns)
+        # only the count columns some obligation uses (check-config has none)
+        columns = [c for c in ("units", "comparisons", "passed", "failed", "detected", "errors")
+                   if any(s[c] for s in summary.values())]
+        table = Table("status", *columns)
+        table.add_column("obligation", no_wrap=True)
         for name, s in summary.items():
             colour = "green" if s["status"] == "pass" else "red"
-            table.add_row(name, f"[{colour}]{s['status']}[/]", *(str(s[c] or "-") for c in columns))
+            table.add_row(f"[{colour}]{s['status']}[/]", *(str(s[c] or "-") for c in columns), name)
         out_console.print(table)
     if not is_clean(records):
         raise typer.Exit(EXIT_FINDINGS)

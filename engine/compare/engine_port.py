@@ -3,7 +3,8 @@
 Runs requests with the step API (``LLMEngine.add_request`` / ``step`` / ``cancel``) and turns each
 ``RequestOutput`` and ``StepResult`` into traces and witnesses: cached-token counts, the prefill
 chunk ends actually used, preemptions, which requests shared a step, what was in flight when a
-request arrived, queueing at capacity and evictions of registered pages.
+request arrived, queueing at capacity, evictions of registered pages, and decode steps padded to a
+graph batch size (derived from the scheduled rows and the configuration's graph batch sizes).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from engine.compare.runs import RequestRun, RunResult
 from engine.compare.units import RequestSpec
 from engine.compare.identity import core_digest
 from engine.config import EngineConfig
+from engine.decode_padding import graph_batch_size, is_decode_step
 from engine.deployment import DeploymentMismatch
 from engine.llm_engine import LLMEngine, RequestOutput
 
@@ -64,7 +66,8 @@ class RealEngine:
         shared = {r.label: 0 for r in requests}
         in_flight_at_arrival: dict[str, int] = {}
         cancelled_at: dict[str, int] = {}
-        step = evictions = max_waiting = 0
+        step = evictions = max_waiting = padded = 0
+        sizes = engine.config.graph_batch_sizes
         while pending or engine.has_unfinished():
             while pending and arrivals.get(pending[0].label, 0) <= step:
                 request = pending.pop(0)
@@ -85,6 +88,8 @@ class RealEngine:
             scheduler = engine.scheduler
             if len(scheduler.running) >= engine.config.max_num_seqs:
                 max_waiting = max(max_waiting, len(scheduler.waiting))
+            if is_decode_step(result.scheduled, sizes):
+                padded += graph_batch_size(len(result.scheduled), sizes) > len(result.scheduled)
             rows = {r.request_id for r in result.scheduled}
             if len(rows) > 1:
                 for label, rid in ids.items():
@@ -101,7 +106,8 @@ class RealEngine:
                 num_shared_steps=shared[request.label], arrival_step=arrivals.get(request.label, 0),
                 num_unfinished_at_arrival=in_flight_at_arrival[request.label],
                 cancelled_at_step=cancelled_at.get(request.label), finish_reason=out.finish_reason)
-        return RunResult(runs, num_steps=step, num_evictions=evictions, max_num_waiting_at_capacity=max_waiting)
+        return RunResult(runs, num_steps=step, num_evictions=evictions, max_num_waiting_at_capacity=max_waiting,
+                         num_padded_steps=padded)
 
     def close(self) -> None:
         """Drop the engine (its KV pool and weights are freed with it)."""

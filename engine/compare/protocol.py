@@ -43,7 +43,7 @@ EXPECTED_COMPARISONS: dict[str, int] = {
     "chunk": 90,  # 18 prompts x 5 chunk budgets
     "prefill-decode": 384,  # 3 prompts x 128 generated positions
     "prefix": 14,  # 10 partial donors + 2 full-prompt hits + 1 shared prefix + 1 generated prefix
-    "schedule": 40,  # 5 scenarios x 8 prompts
+    "schedule": 48,  # 6 scenarios x 8 prompts
     "negative-control": 196,  # one unit of each determinism suite re-run perturbed: 32 + 18 + 128 + 10 + 8
     "fidelity": 6,  # 6 prompts, each a full prefill row set against the reference
 }

@@ -53,6 +53,7 @@ class RunResult:
     num_steps: int
     num_evictions: int  # registered (provenance-carrying) pages evicted during this run
     max_num_waiting_at_capacity: int = 0  # queued requests seen while the running set was full
+    num_padded_steps: int = 0  # decode steps run as a padded batch (padding rows present)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 

@@ -47,6 +47,7 @@ RUN_WITNESSES: dict[str, Callable[[RunResult], str | None]] = {
                                    "no request waited while the running set was full"),
     "preempted": lambda run: _require(sum(r.num_preemptions for r in run.requests.values()) > 0,
                                       "no request was preempted"),
+    "padded": lambda run: _require(run.num_padded_steps > 0, "no decode step ran with padding rows"),
 }
 
 

@@ -122,7 +122,9 @@ class FakeHandle:
             runs[last] = RequestRun(**{**{f: getattr(runs[last], f) for f in RequestRun.__slots__},
                                        "num_preemptions": 1})
         queued = int(len(requests) > self.max_num_seqs)
-        return RunResult(runs, num_steps=len(requests), num_evictions=evictions, max_num_waiting_at_capacity=queued)
+        padded = int(bool(self.config.get("cuda_graphs")))
+        return RunResult(runs, num_steps=len(requests), num_evictions=evictions, max_num_waiting_at_capacity=queued,
+                         num_padded_steps=padded)
 
     def close(self) -> None:
         self.published.clear()

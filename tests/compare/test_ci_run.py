@@ -23,7 +23,7 @@ def test_every_suite_at_ci_scale(tiny_model_dir):
                for r in records if r.status != "pass"]
     assert not failing, failing
     units = [r for r in records if r.category == "test_result"]
-    assert len(units) == 33, "one record per unit and no finding records"
+    assert len(units) == 34, "one record per unit and no finding records"
     counts = Counter()
     for r in units:
         counts[r.obligation] += r.details["num_comparisons"]
@@ -34,5 +34,5 @@ def test_every_suite_at_ci_scale(tiny_model_dir):
     assert len(control) == 5 and all(r.details["num_failed"] > 0 for r in control)
     assert {r.obligation for r in records if r.category == "runtime_config_check"} == {
         "runtime.plan", "runtime.no_autotune", "runtime.deployment"}
-    assert [e.kind for e in events].count("unit") == 33
+    assert [e.kind for e in events].count("unit") == 34
     print(f"ci scale, every suite: {seconds:.0f} s")  # docs/performance.md records the measured figure

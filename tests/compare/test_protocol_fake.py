@@ -15,7 +15,7 @@ def test_clean_run_passes_with_exact_counts(run_fake):
     counts = Counter()
     for r in records:
         counts[r.obligation] += r.details["num_comparisons"]
-    assert counts == {"suite.chunk": 90, "suite.prefix": 14, "suite.schedule": 40}
+    assert counts == {"suite.chunk": 90, "suite.prefix": 14, "suite.schedule": 48}
     chunk = by_id(records)["chunk.b16"]
     boundaries = chunk.details["witnesses"]["chunk.b16.c00"]["chunk_boundaries"]
     assert len(boundaries) >= 2 and boundaries[-1] == 95  # the boundaries actually used are recorded

@@ -6,7 +6,7 @@ the full scale's D on the GPU. Environment:
 
 * ``BITCASE_GPU_MODEL_DIR``: an existing llama-1b checkpoint (default: one is written, ~2.5 GB);
 * ``BITCASE_GPU_COMPARE_SHARD``: which shard of the suites to run (default ``1/8``; ``1/1`` runs
-  all 824 determinism comparisons).
+  all 832 determinism comparisons).
 
 Run: ``python -m pytest tests/gpu/test_compare_gpu.py -q`` on a machine with a CUDA GPU.
 """

@@ -1,4 +1,4 @@
-"""Schedule-stress suite (beyond the paper): 40 comparisons, 5 scenarios x 8 prompts.
+"""Schedule-stress suite (beyond the paper): 48 comparisons, 6 scenarios x 8 prompts.
 
 Eight boundary-length prompts with mixed sampling (greedy, temperature, top-k, top-p, each with its
 own seed) run under five schedules, each in a fresh engine:
@@ -12,6 +12,9 @@ own seed) run under five schedules, each in a fresh engine:
   witness: at least one preemption.
 * ``cancel``: three requests are cancelled mid-flight; their shortened traces must equal the
   beginning of their references (prefix comparability), the others must match in full.
+* ``padded``: staggered arrivals with padded decode (``cuda_graphs``: decode steps run as a batch
+  of the next graph size, replayed from a CUDA graph on a GPU, eagerly on the CPU); witness: at
+  least one decode step ran with padding rows. The references run unpadded.
 
 Every trace is compared with the request's cold singleton reference from a fresh process.
 """
@@ -31,7 +34,7 @@ from engine.sampling_params import SamplingParams
 
 __all__ = ["plan", "run", "SCENARIOS", "sampling_mix"]
 
-SCENARIOS = ("queued", "staggered", "eviction", "preempt", "cancel")
+SCENARIOS = ("queued", "staggered", "eviction", "preempt", "cancel", "padded")
 
 
 def sampling_mix(index: int, max_tokens: int, seed: int) -> SamplingParams:
@@ -48,8 +51,11 @@ def _scenario(scale: ScaleSpec, name: str) -> tuple[dict, dict, dict, tuple[str,
     small = {"num_pages": scale.schedule_small_pool_pages, "max_model_len": scale.schedule_small_pool_max_model_len}
     if name == "queued":
         return {"max_num_seqs": 2}, {}, {}, ("queued",)
+    staggered = {f"s{i}": step for i, step in enumerate(scale.schedule_arrival_steps) if step}
     if name == "staggered":
-        return {}, {f"s{i}": step for i, step in enumerate(scale.schedule_arrival_steps) if step}, {}, ()
+        return {}, staggered, {}, ()
+    if name == "padded":
+        return {"cuda_graphs": True}, staggered, {}, ("padded",)
     if name == "eviction":
         return {**small, "max_num_seqs": 2}, {}, {}, ("evicted",)
     if name == "preempt":
@@ -94,7 +100,8 @@ def run(unit: Unit, ctx: SuiteContext) -> UnitOutcome:
     outcomes = judge_unit(unit, ctx, result.requests)
     witnesses = {"num_steps": result.num_steps, "num_evictions": result.num_evictions,
                  "max_num_waiting_at_capacity": result.max_num_waiting_at_capacity,
-                 "num_preemptions": sum(r.num_preemptions for r in result.requests.values())}
+                 "num_preemptions": sum(r.num_preemptions for r in result.requests.values()),
+                 "num_padded_steps": result.num_padded_steps}
     return UnitOutcome(unit, outcomes, problems=missing_run_witnesses(run_witnesses, result),
                        run_witnesses=witnesses, seconds=time.perf_counter() - start,
                        engine_configs={"candidate": dict(ctx.engine_config(**overrides)),
