@@ -86,11 +86,12 @@ def load_evidence(*, session: Session, deployment_digest: str | None = None) -> 
         subject_query = (subject_query.join(Deployment, EvidenceItem.deployment_id == Deployment.id)
                          .where(Deployment.digest == deployment_digest))
     subjects: dict[int, list[SubjectView]] = defaultdict(list)
-    for seq, uri, sha in session.execute(subject_query):
+    conn = session.connection()  # Core execution: no ORM row processing for 100,000s of plain rows
+    for seq, uri, sha in conn.execute(subject_query):
         subjects[seq].append(SubjectView(uri=uri, sha256=sha))
     views = []
     for (record_id, category, obligation, status, summary, details, produced_at, content_digest, seq,
-         deployment, tool, version) in session.execute(query):
+         deployment, tool, version) in conn.execute(query):
         views.append(EvidenceView(
             item_id=record_id, category=category, obligation=obligation, status=status, summary=summary,
             deployment_digest=deployment, produced_at=produced_at, content_digest=content_digest,

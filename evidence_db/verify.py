@@ -94,12 +94,13 @@ def _evidence_window(session: Session, lo: int, hi: int, producers: dict[Any, st
                      deployments: dict[Any, str]) -> dict[int, Entry]:
     in_window = (EvidenceItem.seq >= lo) & (EvidenceItem.seq < hi)
     subjects: dict[int, list[tuple[str, str]]] = defaultdict(list)
-    for seq, uri, sha in session.execute(
+    conn = session.connection()  # Core execution: no ORM row processing for 100,000s of plain rows
+    for seq, uri, sha in conn.execute(
             select(Subject.evidence_seq, Subject.uri, Subject.sha256)
             .where((Subject.evidence_seq >= lo) & (Subject.evidence_seq < hi))
             .order_by(Subject.evidence_seq, Subject.position)):
         subjects[seq].append((uri, sha))
-    rows = session.execute(
+    rows = conn.execute(
         select(EvidenceItem.seq, EvidenceItem.record_id, EvidenceItem.schema_id,
                EvidenceItem.category, EvidenceItem.obligation, EvidenceItem.status, EvidenceItem.summary,
                EvidenceItem.produced_at, cast(EvidenceItem.details, Text), _raw_id(EvidenceItem.producer_id),
