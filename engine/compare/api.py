@@ -161,16 +161,24 @@ def runtime_checks(model_dir: str | Path, device: str = "cpu", scale: str = "ci"
     config = spec.engine_config(device=device)
     model = read_model_spec(model_dir)
     recomputed = plan_for(model.shape(page_size=config.page_size, dtype=model.serving_dtype(config.dtype))).digest
-    probe, error = None, None
+    from engine.deployment import DeploymentMismatch
+
+    probe, refusal, crash = None, None, None
     try:
         probe = probe_engine(model_dir, config, deployment)
-    except Exception as exc:  # a refusal to start is the finding, not a crash of the check
-        error = f"{type(exc).__name__}: {exc}"
-    results = {"runtime.deployment": deployment_check(probe, deployment.fields, deployment.digest, device, error)}
+    except DeploymentMismatch as exc:  # the engine refused D: the finding runtime.deployment exists for
+        refusal = str(exc)
+    except Exception as exc:  # the engine failed otherwise: nothing was checked, so no verdict
+        crash = f"the probe run failed: {type(exc).__name__}: {exc}"
+    if crash is None:
+        deployment_result = deployment_check(probe, deployment.fields, deployment.digest, device, refusal)
+    else:
+        deployment_result = ("error", [crash], {})
+    results = {"runtime.deployment": deployment_result}
     if probe is not None:
         results["runtime.plan"] = plan_check(probe, recomputed, deployment.fields)
     else:
-        results["runtime.plan"] = ("error", [f"no probe run: {error}"], {"plan_digest": recomputed})
+        results["runtime.plan"] = ("error", [f"no probe run: {refusal or crash}"], {"plan_digest": recomputed})
     results["runtime.no_autotune"] = autotune_check()
     subjects = _subjects(deployment)
     identity = RunIdentity(key=run_key(deployment=deployment, subjects=subjects, scale=spec.name, seed=0,
