@@ -71,6 +71,8 @@ def _premises(prob: Problem, checked: dict[str, str]) -> list[Premise]:
         out.append(Premise("float arithmetic on finite values stays finite (no overflow)", "contract", "trusted"))
     out += [Premise(f"integer argument {n} fits in 32 bits", "verifier", "trusted")
             for n, p in c.params.items() if p.dtype == "int32"]
+    out += [Premise(f"float argument {n} is finite", "verifier", "trusted")
+            for n, p in c.params.items() if p.dtype.startswith("float")]
     out += [Premise(t, "verifier", checked.get(t, "trusted")) for t in prob.premises_used]
     return out
 
@@ -102,7 +104,7 @@ def _run(prob: Problem) -> tuple[str, str]:
 
 
 def verify_kernel(src: KernelSource, contract: Contract, constexprs: dict[str, Any], *, key: str = "",
-                  static: dict[str, Any] | None = None, timeout_ms: int = 4000,
+                  static: dict[str, Any] | None = None, timeout_ms: int = 60000,
                   checked_premises: dict[str, str] | None = None) -> KernelResult:
     """Verify ``src`` against ``contract`` at ``constexprs``; never raises for kernel problems."""
     start = time.perf_counter()
@@ -120,7 +122,8 @@ def verify_kernel(src: KernelSource, contract: Contract, constexprs: dict[str, A
         except Failed as exc:
             ob = exc.obligation
             verdict = "REFUTED" if ob.status == "refuted" else "UNKNOWN"
-            reason = exc.reason if ob.status == "refuted" else f"{exc.reason} (not proved: {ob.status})"
+            reason = exc.reason if ob.status == "refuted" else \
+                f"not proved: {exc.reason} (Z3 answered unknown within its resource limit, or a step was imprecise)"
             cex = prob.counterexample(ob.counterexample) if ob.counterexample else {}
         except Unsupported as exc:
             verdict, reason = "UNSUPPORTED", str(exc)

@@ -20,7 +20,7 @@ from proofs import kinds as K
 from proofs import relate
 from proofs.identity import SConst, Simplifier, Sym
 from proofs.loopstate import _tokens, demanded_lanes, forced_fixpoint, loop_fixpoint, uncertain_guards
-from proofs.smt import Ctx, Failed
+from proofs.smt import Ctx, Failed, exists
 from proofs.tir import FNode, Loop
 
 __all__ = ["LoopProof", "prove_loop_result"]
@@ -131,7 +131,7 @@ class LoopProof:
         for guard, lane, rng in guards:
             v, k = z3.Int(f"witness_it@{run}"), z3.Int("witness_lane")
             at = lambda t: z3.substitute(t, (loop.it, v), (lane, k))
-            earlier = z3.Exists([v, k], z3.And(v >= 0, v < loop.it, loop.in_range(v), at(rng), at(guard)))
+            earlier = exists([v, k], z3.And(v >= 0, v < loop.it, loop.in_range(v), at(rng), at(guard)))
             with self.ctx.assume(cond):
                 if not self.ctx.valid(earlier):
                     continue

@@ -42,6 +42,17 @@ def assigned_names(stmts: list[ast.stmt]) -> list[str]:
     return out
 
 
+def _constexpr_in_loop(node: ast.For, name: str) -> bool:
+    """Whether every assignment to ``name`` in the loop is a literal (then it stays a constexpr)."""
+    for stmt in ast.walk(node):
+        if isinstance(stmt, (ast.Assign, ast.AugAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                if not isinstance(stmt.value, ast.Constant) or isinstance(stmt, ast.AugAssign):
+                    return False
+    return True
+
+
 def _bounds(ip, node: ast.For) -> tuple[str, list]:
     call = node.iter
     if not isinstance(call, ast.Call):
@@ -129,6 +140,12 @@ def exec_for(ip, node: ast.For) -> None:
     width = max(lo_v.width, hi_v.width)
     loop_var = IntVal(lo_v.term + it * step_v.term, (), width, lo_v.nonneg and step_v.nonneg)
     carried = [n for n in assigned_names(node.body) if n in ip.env and n != node.target.id]
+    for n in carried:  # a Python number reassigned with tiles in the loop is a scalar tile (as in Triton)
+        v = ip.env[n]
+        if isinstance(v, float):
+            ip.env[n] = FNode("const", (), "float32", attrs=(v,), line=node.lineno)
+        elif isinstance(v, int) and not isinstance(v, bool) and not _constexpr_in_loop(node, n):
+            ip.env[n] = tiles.int_term(v, node.lineno)
     before = dict(ip.env)
     holders = {n: _placeholder(loop_id, n, before[n], ip.run, node.lineno) for n in carried}
 

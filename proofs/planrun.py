@@ -62,7 +62,7 @@ def contract_path(kernel: str, root: Path = REPO_ROOT) -> Path:
     return root / "kernels" / "contracts" / f"{kernel}.toml"
 
 
-def verify_target(target: Target, *, root: Path = REPO_ROOT, timeout_ms: int = 4000) -> KernelResult:
+def verify_target(target: Target, *, root: Path = REPO_ROOT, timeout_ms: int = 60000) -> KernelResult:
     """Verify one plan entry; a missing contract or changed source is UNKNOWN, not an exception."""
     from proofs.driver import verify_kernel
     from proofs.wrapper import checked_premises

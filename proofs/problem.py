@@ -55,7 +55,7 @@ class Problem:
     contract: Contract
     A: Launch
     B: Launch
-    timeout_ms: int = 4000
+    timeout_ms: int = 60000
     ctx: Ctx = field(init=False)
     premises_used: list[str] = field(default_factory=list)
     demand: dict[str, str] = field(default_factory=dict)  # tensor -> how its demanded reads are related

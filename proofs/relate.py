@@ -19,6 +19,7 @@ import z3
 
 from proofs.contract import TensorSpec
 from proofs.errors import Unsupported
+from proofs.tlcalls import layout_problem
 from proofs.layout import decompose
 from proofs.tir import FNode, lanes_subst
 
@@ -137,6 +138,10 @@ def pair_load(walker, a: FNode, la: tuple, b: FNode, lb: tuple) -> None:
     ma = lanes_subst(a.data["mask"], a.shape, la) if a.data["mask"] is not None else z3.BoolVal(True)
     mb = lanes_subst(b.data["mask"], b.shape, lb) if b.data["mask"] is not None else z3.BoolVal(True)
     what = f"load of {tensor} at line {a.line}"
+    writes = [s.line for s in prob.A.ir.stores if s.tensor == tensor]
+    if writes:
+        raise Unsupported("load from a tensor the kernel also writes", a.line,
+                          f"{tensor} is stored at line {writes[0]}; another program's write could be read")
     with ints_related(walker, [(ma, mb), (off_a, off_b)], a.line):
         ctx.require(ma == mb, pass_name="pairing", what=f"{what}: masks are equal", line=a.line)
         if not a.data["access"].has_other:
@@ -151,5 +156,5 @@ def pair_load(walker, a: FNode, la: tuple, b: FNode, lb: tuple) -> None:
             ia = decompose(off_a, prob.A.strides(spec))
             ib = decompose(off_b, prob.B.strides(spec))
             if ia is None or ib is None:
-                raise Unsupported("load address", a.line, f"offset of {tensor} does not match its layout")
+                raise Unsupported("load address", a.line, layout_problem(tensor, a.data["offset"], spec.strides))
             related_indices(walker, spec, ia, ib, a.line, what)

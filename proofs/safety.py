@@ -13,6 +13,7 @@ from __future__ import annotations
 import z3
 
 from proofs.errors import Unsupported
+from proofs.tlcalls import layout_problem
 from proofs.layout import decompose
 from proofs.problem import Launch, Problem
 from proofs.smt import I32
@@ -98,8 +99,7 @@ def check_safety(prob: Problem, launch: Launch) -> None:
         with ctx.assume(*_lane_ranges(acc.shape), *[ir.loops[i].in_range() for i in acc.loops]):
             idx = decompose(acc.offset, launch.strides(spec))
             if idx is None:
-                raise Unsupported("address", acc.line, f"offset of {acc.tensor} does not match its layout "
-                                  f"{list(spec.strides)}")
+                raise Unsupported("address", acc.line, layout_problem(acc.tensor, acc.offset, spec.strides))
             inb = z3.And(*[z3.And(i >= 0, i < d) for i, d in zip(idx, launch.dims(spec))])
             live = acc.mask if acc.mask is not None else z3.BoolVal(True)
             ctx.require(z3.Implies(live, inb), pass_name="safety", what=f"{where} stays in bounds", line=acc.line)

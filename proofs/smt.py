@@ -16,7 +16,10 @@ from typing import Callable, Iterator
 
 import z3
 
-__all__ = ["Obligation", "Ctx", "Failed", "I32", "uf_apps", "model_values"]
+__all__ = ["Obligation", "Ctx", "Failed", "I32", "uf_apps", "model_values", "exists"]
+
+
+RLIMIT = 3_000_000  # Z3 resource units per query (the plan's largest queries use under 200 000)
 
 
 def I32(e: z3.ArithRef) -> z3.BoolRef:
@@ -72,6 +75,38 @@ def uf_apps(term: z3.ExprRef) -> list[z3.ExprRef]:
     return out
 
 
+_QE: dict[tuple, z3.BoolRef] = {}
+
+
+def exists(variables: list, body: z3.BoolRef) -> z3.BoolRef:
+    """``∃ variables. body`` without a quantifier when Z3's quantifier elimination manages it.
+
+    Tensor contents not mentioning the variables are abstracted as constants for the
+    elimination and put back afterwards; if a quantifier remains, the quantified formula is
+    returned (still correct, only slower to check).
+    """
+    key = (tuple(v.get_id() for v in variables), body.get_id())
+    if key in _QE:
+        return _QE[key]
+    names = {str(v) for v in variables}
+    apps = [a for a in uf_apps(body) if not names & {str(x) for x in z3.z3util.get_vars(a)}]
+    consts = [z3.Int(f"_qe{i}") for i in range(len(apps))]
+    flat = z3.substitute(body, *zip(apps, consts)) if apps else body
+    goal = z3.Goal()
+    goal.add(z3.Exists(variables, flat))
+    try:
+        reduced = z3.Tactic("qe")(goal).as_expr()
+    except z3.Z3Exception:
+        reduced = None
+    if reduced is None or z3.is_quantifier(reduced) or "exists" in reduced.sexpr():
+        out = z3.Exists(variables, body)
+    else:
+        out = z3.substitute(reduced, *zip(consts, apps)) if apps else reduced
+    _QE[key] = out
+    _QE[key + (0,)] = body  # keeps the key's terms alive
+    return out
+
+
 def model_values(model: z3.ModelRef) -> dict[str, int]:
     """Integer constants of a model, by name (uninterpreted tensor contents left out)."""
     out = {}
@@ -91,8 +126,12 @@ class Ctx:
     against all known applications too).
     """
 
-    def __init__(self, timeout_ms: int = 4000, app_premises: Callable[[list, list], list] | None = None) -> None:
+    def __init__(self, timeout_ms: int = 60000, app_premises: Callable[[list, list], list] | None = None,
+                 rlimit: int = RLIMIT) -> None:
         self.solver = z3.Solver()
+        # The resource limit makes "unknown" reproducible under any machine load; the wall-clock
+        # timeout is only a backstop.
+        self.solver.set("rlimit", rlimit)
         self.solver.set("timeout", timeout_ms)
         self.stack: list[z3.BoolRef] = []
         self.obligations: list[Obligation] = []

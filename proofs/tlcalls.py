@@ -13,7 +13,14 @@ from proofs.errors import Unsupported
 from proofs.layout import decompose
 from proofs.tir import AX, Access, BoolVal, Dtype, FNode, IntVal, PtrVal
 
-__all__ = ["DTYPES", "call_tl", "call_method", "call_builtin", "trans"]
+__all__ = ["DTYPES", "call_tl", "call_method", "call_builtin", "trans", "layout_problem"]
+
+
+def layout_problem(tensor: str, offset: z3.ExprRef, strides: tuple) -> str:
+    """Why an offset cannot be split into logical indices (for UNSUPPORTED messages)."""
+    if "opaque" in offset.sexpr():
+        return f"the offset of {tensor} uses a loop-carried integer that is not an affine recurrence"
+    return f"the offset of {tensor} does not split into indices of its layout (strides {list(strides)})"
 
 DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16", "float64": "float64",
           "int32": "int32", "int64": "int64", "int16": "int16", "int8": "int8", "uint8": "uint8",
@@ -73,10 +80,17 @@ def _broadcast_node(v: FNode, shape: tuple, line: int) -> FNode:
                                                             for k in range(len(shape))),), line=line)
 
 
+def _check_mask(mask: Any, what: str, line: int) -> None:
+    if isinstance(mask, FNode):
+        raise Unsupported(f"{what} with a mask computed from float values", line,
+                          "masks must be integer conditions (positions, lengths)")
+
+
 def _load(ip, args: list, kw: dict, line: int) -> Any:
     ptr = args[0] if args else kw.get("pointer")
     mask = args[1] if len(args) > 1 else kw.get("mask")
     other = args[2] if len(args) > 2 else kw.get("other")
+    _check_mask(mask, "tl.load", line)
     if kw.get("boundary_check") or kw.get("padding_option"):
         raise Unsupported("block-pointer load", line)
     if not isinstance(ptr, PtrVal):
@@ -100,7 +114,7 @@ def _load(ip, args: list, kw: dict, line: int) -> Any:
     strides = tuple(ip.names.expr(s) if isinstance(s, str) else s for s in spec.strides)
     idx = decompose(ptr.offset, strides)
     if idx is None:
-        raise Unsupported("integer load", line, f"offset of {ptr.tensor} does not match its layout {spec.strides}")
+        raise Unsupported("integer load", line, layout_problem(ptr.tensor, ptr.offset, spec.strides))
     term = ip.names.uf(ptr.tensor)(*idx)
     if mterm is not None:
         if other is None:
@@ -116,6 +130,7 @@ def _store(ip, args: list, kw: dict, line: int, kind: str = "store") -> Any:
     ptr = args[0] if args else kw.get("pointer")
     value = args[1] if len(args) > 1 else kw.get("value") if "value" in kw else kw.get("val")
     mask = args[2] if len(args) > 2 else kw.get("mask")
+    _check_mask(mask, f"tl.{kind}", line)
     if not isinstance(ptr, PtrVal):
         raise Unsupported(f"tl.{kind}", line, "the pointer must be a tensor argument plus an offset")
     if isinstance(mask, bool):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import z3
 
 from proofs import kinds as K
+from proofs.smt import exists
 from proofs.tir import FNode, lanes_subst
 
 __all__ = ["Values"]
@@ -192,7 +193,7 @@ class Values:
             for g, ks in present:
                 if drop in ks or K.NAN in ks:
                     continue
-                if z3.is_true(g) or g.get_id() in self.forced or self.ctx.valid(z3.Exists([k], z3.And(rng, g))):
+                if z3.is_true(g) or g.get_id() in self.forced or self.ctx.valid(exists([k], z3.And(rng, g))):
                     res -= {drop}
                     break
                 if self.uncertain is not None:

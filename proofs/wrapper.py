@@ -263,7 +263,7 @@ def checked_premises(src: KernelSource, contract: Contract, constexprs: dict[str
 
 def _implied_by(facts: list[tuple[int, z3.BoolRef]], goal: z3.BoolRef) -> list[int]:
     s = z3.Solver()
-    s.set("timeout", 2000)
+    s.set("rlimit", 2_000_000)
     tracks = {}
     for i, (line, f) in enumerate(facts):
         t = z3.Bool(f"assert{i}")

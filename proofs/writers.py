@@ -16,9 +16,11 @@ import z3
 
 from proofs.contract import TensorSpec
 from proofs.errors import Unsupported
+from proofs.tlcalls import layout_problem
 from proofs.layout import decompose
 from proofs.problem import Launch, Problem
 from proofs.tir import Access, FNode, IntVal, lanes_subst
+from proofs.smt import exists
 from proofs.witness import guesses
 
 __all__ = ["selected_element", "Writer", "writer", "check_writers", "pair_writers"]
@@ -56,7 +58,7 @@ class Writer:
                      for v in list(ir.pids) + [ir.loops[i].it for i in access.loops]] + list(self.lanes)
         idx = decompose(access.offset, launch.strides(spec))
         if idx is None:
-            raise Unsupported("store address", access.line, f"offset of {access.tensor} does not match its layout")
+            raise Unsupported("store address", access.line, layout_problem(access.tensor, access.offset, spec.strides))
 
         def inst(t: z3.ExprRef) -> z3.ExprRef:
             t = lanes_subst(t, access.shape, self.lanes)
@@ -114,8 +116,8 @@ def check_writers(prob: Problem, spec: TensorSpec, launch: Launch, sel: tuple) -
         if found:
             break
     else:
-        exists = z3.Or(*[z3.Exists(w.vars, w.constraint) for w in writers])
-        ctx.require(exists, pass_name="writers", what=what, line=sites[0].line)
+        written = z3.Or(*[exists(w.vars, w.constraint) for w in writers])
+        ctx.require(written, pass_name="writers", what=what, line=sites[0].line)
     atomics = [s for s in sites if s.kind == "atomic"]
     if atomics:
         raise Unsupported("atomic read-modify-write", atomics[0].line,

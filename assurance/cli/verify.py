@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from assurance.cli._common import EXIT_FINDINGS, BitcaseError, JsonOption, err_console, out_console
+from assurance.cli._common import EXIT_FINDINGS, BitcaseError, JsonOption, err_console, fail, out_console
 
 PlanOption = Annotated[str | None, typer.Option(
     "--plan", help="Sealed plan preset to verify: tiny, small or llama-1b (default: D's plan, else tiny).")]
@@ -158,10 +158,29 @@ def verify(
     assumptions; never numerical correctness. Exit 0 when all are VERIFIED, 1 when any is REFUTED,
     UNKNOWN or UNSUPPORTED, 2 on bad input.
     """
+    try:
+        results = _verify(target, plan, deployment_file, out, key, contract, constexpr)
+    except BitcaseError as exc:
+        fail(str(exc), hint=exc.hint)
+    if json_out:
+        json.dump([r.to_dict() for r in results], sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        from proofs.report import render_text
+
+        _summary_table(results)
+        for r in results:
+            if details or r.verdict != "VERIFIED":
+                out_console.print(render_text(r), markup=False, highlight=False)
+    if any(r.verdict != "VERIFIED" for r in results):
+        raise typer.Exit(code=EXIT_FINDINGS)
+
+
+def _verify(target, plan, deployment_file, out, key, contract, constexpr):
+    """Run the verification the options ask for; write the bundle; return the results."""
     from evidence_db.bundle import utc_now, write_bundle
     from proofs.errors import ContractError, KernelSourceError
     from proofs.producer import producer_info, records_for
-    from proofs.report import render_text
 
     started = utc_now()
     command = "bitcase verify " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["verify"] else "bitcase verify"
@@ -191,16 +210,7 @@ def verify(
     if out is not None:
         count = write_bundle(out, records_for(results, deployment, producer_info(command, started)))
         err_console.print(f"wrote {count} evidence records to {out} (D {deployment.digest[:19]}…)", highlight=False)
-    if json_out:
-        json.dump([r.to_dict() for r in results], sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
-    else:
-        _summary_table(results)
-        for r in results:
-            if details or r.verdict != "VERIFIED":
-                out_console.print(render_text(r), markup=False, highlight=False)
-    if any(r.verdict != "VERIFIED" for r in results):
-        raise typer.Exit(code=EXIT_FINDINGS)
+    return results
 
 
 def register(app: typer.Typer) -> None:

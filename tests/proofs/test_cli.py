@@ -1,0 +1,72 @@
+"""`bitcase verify`: exit codes, JSON on stdout, evidence bundles."""
+
+import json
+
+from typer.testing import CliRunner
+
+from assurance.cli.main import app
+from evidence_db.validate import validate_evidence
+from tests.proofs.conftest import KERNELS, MUTANTS
+
+runner = CliRunner()
+
+
+def test_plan_entry_verified_as_json_and_bundle(tmp_path):
+    out = tmp_path / "proofs.jsonl"
+    result = runner.invoke(app, ["verify", "--plan", "tiny", "--key", "matmul.n64_k64", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads(result.stdout)
+    assert entry["verdict"] == "VERIFIED" and entry["key"] == "matmul.n64_k64"
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    for record in records:
+        validate_evidence(record)
+    proof = next(r for r in records if r["category"] == "kernel_proof")
+    assert proof["obligation"] == "kernel.matmul.n64_k64.contract" and proof["status"] == "pass"
+    assert proof["subjects"][0]["uri"] == "code:kernels/matmul.py"
+    assert proof["details"]["verifier_version"] and proof["details"]["triton_version"]
+    assert proof["deployment"]["fields"]["kernel_plan"]["name"] == "tiny"
+    trusted = {r["obligation"] for r in records if r["category"] == "trusted_contract_translation"}
+    assert {"trusted.triton-compiler", "trusted.dot-position-independence", "trusted.host-glue"} <= trusted
+
+
+def test_refuted_user_kernel_exits_1_with_fail_record(tmp_path):
+    out = tmp_path / "m.jsonl"
+    target = f"{MUTANTS / 'atomic_rowsum.py'}::rowsum_atomic"
+    result = runner.invoke(app, ["verify", target, "--contract", str(MUTANTS / "atomic_rowsum.toml"), "--out", str(out)])
+    assert result.exit_code == 1
+    assert "REFUTED" in result.stdout and "Counterexample:" in result.stdout
+    (proof,) = [json.loads(line) for line in out.read_text().splitlines() if '"kernel_proof"' in line]
+    assert proof["status"] == "fail" and proof["details"]["counterexample"]["A"]
+
+
+def test_user_kernel_with_constexprs_is_verified():
+    target = f"{KERNELS / 'matmul.py'}::matmul_kernel"
+    result = runner.invoke(app, ["verify", target, "--contract", str(KERNELS / "matmul.toml"), "--constexpr",
+                                 "BLOCK_M=32", "--constexpr", "BLOCK_N=32", "--constexpr", "BLOCK_K=32", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)[0]["configuration"] == {"BLOCK_K": 32, "BLOCK_M": 32, "BLOCK_N": 32}
+
+
+def test_bad_input_exits_2():
+    assert runner.invoke(app, ["verify", "--plan", "huge"]).exit_code == 2
+    assert runner.invoke(app, ["verify", "--plan", "tiny", "--key", "nope"]).exit_code == 2
+    assert runner.invoke(app, ["verify", f"{KERNELS / 'matmul.py'}::matmul_kernel"]).exit_code == 2
+    assert runner.invoke(app, ["verify", "missing.py::k", "--contract", "c.toml"]).exit_code == 2
+    assert runner.invoke(app, ["verify", "--constexpr", "X=1"]).exit_code == 2
+
+
+def test_deployment_file_names_the_records(tmp_path):
+    from kernels.plan import preset_plan
+
+    plan = preset_plan("tiny")
+    fields = {"kernel_plan": {"name": "tiny", "digest": plan.digest,
+                              "entries": [e.as_dict() for e in plan.entries if e.key == "rope.d16"]},
+              "accelerator": {"device_type": "cpu"}}
+    d_file = tmp_path / "d.json"
+    d_file.write_text(json.dumps({"fields": fields}))
+    out = tmp_path / "b.jsonl"
+    result = runner.invoke(app, ["verify", "--deployment", str(d_file), "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    assert [e["key"] for e in json.loads(result.stdout)] == ["rope.d16"]
+    record = json.loads(out.read_text().splitlines()[0])
+    assert record["deployment"]["fields"] == fields

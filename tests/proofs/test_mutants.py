@@ -1,0 +1,44 @@
+"""The verifier must be able to fail: every mutant is REFUTED, for its own reason, with a counterexample."""
+
+import pytest
+
+from tests.proofs.conftest import MUTANTS
+
+ATTENTION = dict(NUM_KV_HEADS=2, GROUP=2, HEAD_DIM=16, PAGE_SIZE=16, BLOCK_M=16, BLOCK_N=16)
+WINDOW = dict(HEAD_DIM=16, PAGE_SIZE=16, WINDOW=40, BLOCK_M=16, BLOCK_N=16)
+
+# (file, kernel, constexprs, a phrase the refutation must contain)
+CASES = [
+    ("tile_from_m", "matmul_tile_from_m", {}, "structure differs"),
+    ("split_k_from_m", "matmul_split_k", {}, "at most one writer"),
+    ("split_k_grid_atomic", "matmul_split_k_atomic", {}, "atomic accumulation"),
+    ("row_reduction", "tile_norm", {}, "load of x_ptr"),
+    ("atomic_rowsum", "rowsum_atomic", {}, "atomic accumulation"),
+    ("attention_no_causal", "attention_kernel", ATTENTION, "k_cache_ptr"),
+    ("window_no_clamp", "window_attention_kernel", WINDOW, "cannot show the left operand is exactly +0"),
+    ("load_without_other", "rms_norm_no_other", {}, "no masked-off element is demanded"),
+    ("precision_differs", "matmul_precision", {}, "dot['tf32'"),
+]
+
+
+@pytest.mark.parametrize("name,kernel,constexprs,phrase", CASES, ids=[c[0] for c in CASES])
+def test_mutant_is_refuted_with_a_counterexample(verify, name, kernel, constexprs, phrase):
+    result = verify(MUTANTS / f"{name}.py", kernel, **constexprs)
+    assert result.verdict == "REFUTED", (result.verdict, result.reason)
+    assert phrase in result.reason
+    cex = result.counterexample
+    assert cex["A"] and cex["B"], "the counterexample names both launches"
+    assert any(k.startswith("pid") for k in cex["A"]), "it names a program id"
+    assert any(o.status == "refuted" for o in result.obligations)
+
+
+def test_vary_counterexample_names_the_two_specializations(verify):
+    result = verify(MUTANTS / "tile_from_m.py", "matmul_tile_from_m")
+    assert result.counterexample["A"]["constexprs"] == {"M": 8}
+    assert result.counterexample["B"]["constexprs"] == {"M": 100}
+
+
+def test_two_writers_counterexample_has_two_program_ids(verify):
+    result = verify(MUTANTS / "split_k_from_m.py", "matmul_split_k")
+    launch = result.counterexample["B"]
+    assert launch["pid2"] != launch["pid2'"], "the two writers differ in their split index"

@@ -1,0 +1,57 @@
+"""Building blocks: layout splits, value classes, contract validation, witnesses."""
+
+import pytest
+import z3
+
+from proofs import kinds as K
+from proofs.contract import parse_contract
+from proofs.errors import ContractError
+from proofs.layout import decompose
+from proofs.witness import guess
+
+pid, ax0, ax1, it, sm, sk = z3.Ints("pid ax0 ax1 it sm sk")
+
+
+def test_decompose_symbolic_and_constant_strides():
+    assert [str(i) for i in decompose((pid * 64 + ax0) * sm + (it * 32 + ax1) * sk, (sm, sk))] == \
+        ["64*pid + ax0", "32*it + ax1"]
+    assert [str(i) for i in decompose(pid * 512 + ax0 * 64 + ax1, (512, 64, 1))] == ["pid", "ax0", "ax1"]
+    assert decompose(pid * 3, (sm, 2)) is None  # an odd offset in a tensor of even strides
+
+
+def test_value_classes_keep_signed_zeros_and_nan_apart():
+    assert K.unary("exp", frozenset({K.NINF})) == {K.PZERO}
+    assert K.binary("sub", frozenset({K.NINF}), frozenset({K.NINF})) == {K.NAN}  # exp(-inf - m) needs finite m
+    assert K.binary("add", frozenset({K.NZERO}), frozenset({K.PZERO})) == {K.PZERO}  # (-0) + (+0) = +0
+    assert K.NZERO in K.binary("mul", frozenset({K.PZERO}), frozenset({K.NEG}))  # 0 * v is -0 for v < 0
+    assert K.PINF in K.binary("mul", K.FINITE, K.FINITE)
+    assert K.PINF not in K.binary("mul", K.FINITE, K.FINITE, no_overflow=True)
+    assert K.closure("add", frozenset({K.PZERO, K.POS})) <= {K.PZERO, K.POS, K.ONE, K.PINF}
+
+
+def test_witness_inverts_tile_indexing():
+    lane, s = z3.Int("lane"), z3.Int("s")
+    subst = dict((str(v), t) for v, t in guess([(pid * 16 + lane, s)], [pid, lane], {"lane": 16}))
+    assert z3.simplify(subst["pid"] == s / 16).eq(z3.BoolVal(True))
+    assert z3.simplify(subst["lane"] == s % 16).eq(z3.BoolVal(True))
+
+
+BASE = {"kernel": "k", "grid": {"dims": ["T"]}, "params": {"T": "batch"},
+        "tensors": {"o": {"dtype": "float32", "shape": ["T"], "strides": [1], "output": ["0"]}}}
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"kernel": None}, "missing kernel"),
+    ({"grid": {"dims": []}}, "dims must list 1 to 3"),
+    ({"tensors": {"o": {"dtype": "float32", "shape": ["T"], "strides": [1]}}}, "no tensor has an output"),
+    ({"tensors": {"o": {"dtype": "half", "shape": ["T"], "strides": [1], "output": ["0"]}}}, "dtype 'half'"),
+    ({"tensors": {"o": {"dtype": "float32", "shape": ["T"], "strides": [1], "output": ["0"],
+                        "relation": "rows"}}}, "relation must be"),
+    ({"params": {"T": "sometimes"}}, 'use "same" or "batch"'),
+    ({"typo": 1}, "unknown key(s) typo"),
+])
+def test_bad_contracts_say_what_is_wrong(change, message):
+    data = {**BASE, **change}
+    data = {k: v for k, v in data.items() if v is not None}
+    with pytest.raises(ContractError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_contract(data)
