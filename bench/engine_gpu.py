@@ -1,0 +1,165 @@
+"""Engine decode and prefill speed on one GPU vs transformers, a torch loop and the roofline.
+
+One run also checks the engine's GPU path for bitwise determinism.
+
+    PYTHONPATH=. python3 bench/engine_gpu.py --out DIR [--quick] [--model-dir DIR] [--parts a,b]
+
+Parts, in order; each records its result or its error and the run goes on:
+  checkpoint      the llama-1b preset (random bf16 weights, seed 0) in a temporary directory,
+                  or --model-dir
+  copy_rate       device-to-device copy rate (the roofline's denominator)
+  determinism     bitwise: batches of 3/4/5 vs singletons, CUDA graphs on vs off, device greedy
+  engine_decode   batch 4, cached context 0/1K/4K/16K, CUDA graphs; eager engine at 0 and 1K
+  engine_prefill  4 x 4096 and 1 x 16384 fresh prompt tokens
+  torch_eager     plain torch decode loop (SDPA, preallocated K/V cache)
+  transformers    LlamaForCausalLM.generate on the same checkpoint: decode by context, prefill
+  multi_turn      4 sessions x 6 turns, 16K first prompt with an 8K shared cached prefix, +256
+                  tokens per follow-up, 768 output tokens per turn, 0.5 s between turns
+--quick: contexts 0/1K/4K, 64 new tokens (transformers 17), 2 runs, prefill 4 x 1024, multi-turn
+4 sessions x 2 turns of 2K (1K shared), +64 tokens, 64 output tokens. Writes DIR/engine_gpu.json
+and DIR/engine_gpu.md after every part; a wall-clock budget (--budget-s) shortens or skips what
+would not fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+# Run as a script, this file's directory comes first on sys.path and bench/kernels.py would
+# shadow the kernels package: import from the repository root instead.
+_BENCH = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH]
+sys.path.insert(0, str(_BENCH.parent))
+
+import torch  # noqa: E402
+
+from bench.engine_gpu_baselines import torch_eager_decode, transformers_generate  # noqa: E402
+from bench.engine_gpu_common import Budget, copy_rate_bytes_per_s, environment, free_cuda, log  # noqa: E402
+from bench.engine_gpu_determinism import determinism_checks  # noqa: E402
+from bench.engine_gpu_report import markdown  # noqa: E402
+from bench.engine_gpu_workloads import (FULL_MULTI_TURN, QUICK_MULTI_TURN, decode_by_context,  # noqa: E402
+                                        multi_turn, open_engine, prefill_throughput)
+from engine.checkpoint import make_checkpoint  # noqa: E402
+from engine.model_config import read_model_spec  # noqa: E402
+from kernels.shapes import preset  # noqa: E402
+
+PARTS = ("checkpoint", "copy_rate", "determinism", "engine_decode", "engine_prefill", "torch_eager", "transformers", "multi_turn")
+
+
+def run_config(quick: bool) -> dict[str, Any]:
+    """Sizes of a full or a quick run."""
+    if quick:
+        return {"quick": True, "contexts": [0, 1024, 4096], "batch": 4, "new_tokens": 64, "hf_new_tokens": 17,
+                "repeats": 2, "prefill_shapes": [[4, 1024]], "determinism_tokens": 12}
+    return {"quick": False, "contexts": [0, 1024, 4096, 16384], "batch": 4, "new_tokens": 128, "hf_new_tokens": 33,
+            "repeats": 3, "prefill_shapes": [[4, 4096], [1, 16384]], "determinism_tokens": 24}
+
+
+class Run:
+    """Runs the parts, records results and errors, rewrites the outputs after each part."""
+
+    def __init__(self, out: Path, config: dict[str, Any], wanted: set[str], spec: Any) -> None:
+        self.out, self.wanted, self.spec = out, wanted, spec
+        self.results: dict[str, Any] = {"environment": environment(), "config": config, "parts": {}}
+
+    def part(self, name: str, fn: Callable[[], Any]) -> Any:
+        if name not in self.wanted:
+            self.results["parts"][name] = {"skipped": "not selected"}
+            return None
+        log(f"== {name}")
+        start = time.perf_counter()
+        torch.cuda.reset_peak_memory_stats()
+        record: dict[str, Any] = {}
+        try:
+            record["result"] = fn()
+        except Exception:  # a failing part is recorded; the others still run
+            record["error"] = traceback.format_exc()
+            log(f"{name} FAILED:\n{record['error']}")
+        record["seconds"] = time.perf_counter() - start
+        record["peak_cuda_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        self.results["parts"][name] = record
+        self.write()
+        log(f"{name} done in {record['seconds']:.1f} s")
+        return record.get("result")
+
+    def write(self) -> None:
+        (self.out / "engine_gpu.json").write_text(json.dumps(self.results, indent=1, default=str) + "\n")
+        (self.out / "engine_gpu.md").write_text(markdown(self.results, self.spec))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="directory for engine_gpu.json and engine_gpu.md")
+    parser.add_argument("--quick", action="store_true", help="smaller contexts, fewer tokens and turns")
+    parser.add_argument("--model-dir", type=Path, help="an existing llama-1b checkpoint directory")
+    parser.add_argument("--parts", default=",".join(PARTS),
+                        help=f"comma-separated subset of {', '.join(PARTS)} (the checkpoint always runs)")
+    parser.add_argument("--budget-s", type=float, default=450.0, help="wall-clock budget of the whole run")
+    args = parser.parse_args(argv)
+    wanted = {p for p in args.parts.split(",") if p} | {"checkpoint"}
+    if wanted - set(PARTS):
+        parser.error(f"unknown part(s) {', '.join(sorted(wanted - set(PARTS)))}; known: {', '.join(PARTS)}")
+    if not torch.cuda.is_available():
+        print("bench/engine_gpu.py needs a CUDA GPU; torch.cuda.is_available() is False", file=sys.stderr)
+        return 2
+    budget, config = Budget(args.budget_s), run_config(args.quick)
+    args.out.mkdir(parents=True, exist_ok=True)
+    scratch = None if args.model_dir else Path(tempfile.mkdtemp(prefix="bitcase-llama-1b-"))
+    run = Run(args.out, config, wanted, preset("llama-1b"))
+    run.results["config"]["model_dir_given"] = args.model_dir is not None
+    try:
+        model_dir = run.part("checkpoint", lambda: args.model_dir or make_checkpoint("llama-1b", scratch, seed=0))
+        if model_dir is None:
+            return 1
+        run.spec = read_model_spec(model_dir)
+        common = dict(batch=config["batch"], repeats=config["repeats"], budget=budget)
+        run.part("copy_rate", copy_rate_bytes_per_s)
+        run.part("determinism", lambda: determinism_checks(model_dir, max_tokens=config["determinism_tokens"]))
+        engines: dict[str, Any] = {}
+
+        def perf_engine() -> Any:
+            if "graphs" not in engines:
+                engines["graphs"] = open_engine(model_dir, cuda_graphs=True)
+            return engines["graphs"]
+
+        def engine_decode() -> dict[str, Any]:
+            engine = perf_engine()
+            out = {"deployment": engine.deployment.digest, "limits": engine.config.limits(),
+                   "graphs": decode_by_context(engine, contexts=config["contexts"], new_tokens=config["new_tokens"],
+                                               **common)}
+            eager = open_engine(model_dir, cuda_graphs=False)
+            out["eager"] = decode_by_context(eager, contexts=[c for c in config["contexts"] if c <= 1024],
+                                             new_tokens=min(64, config["new_tokens"]), **common)
+            del eager
+            free_cuda()
+            return out
+
+        run.part("engine_decode", engine_decode)
+        run.part("engine_prefill", lambda: prefill_throughput(perf_engine(), shapes=config["prefill_shapes"],
+                                                              repeats=config["repeats"], budget=budget))
+        run.part("torch_eager", lambda: torch_eager_decode(model_dir, contexts=config["contexts"],
+                                                           new_tokens=config["new_tokens"], **common))
+        free_cuda()
+        run.part("transformers", lambda: transformers_generate(
+            model_dir, contexts=config["contexts"], new_tokens=config["hf_new_tokens"],
+            prefill_shapes=config["prefill_shapes"], **common))
+        free_cuda()
+        spec = QUICK_MULTI_TURN if args.quick else FULL_MULTI_TURN
+        run.part("multi_turn", lambda: multi_turn(perf_engine(), spec, budget=budget, reserve_s=10.0))
+        print(markdown(run.results, run.spec), flush=True)
+        return 0
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

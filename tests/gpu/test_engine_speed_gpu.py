@@ -1,0 +1,162 @@
+"""CUDA graphs for decode on the Llama-3.2-1B shape in bfloat16 (random weights): replay fidelity,
+padding isolation, device greedy choice, and that graphs make decode steps faster.
+
+Bitwise throughout (torch.equal on full float32 logit rows, tokens, sampler states). Set
+BITCASE_GPU_MODEL_DIR to reuse an existing llama-1b checkpoint directory.
+"""
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.checkpoint import make_checkpoint
+from engine.config import EngineConfig
+from engine.llm_engine import LLMEngine
+from engine.model_runner import Chunk
+from engine.sampler import greedy_tokens, sample
+from engine.sampling_params import SamplingParams
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+ENGINE = dict(device="cuda", dtype="bfloat16", page_size=16, num_pages=512, max_num_seqs=8,
+              max_num_batched_tokens=1024, max_model_len=1024, enable_prefix_caching=False)
+LENGTHS = (1, 15, 17, 33, 100, 255, 257, 500)  # none a page multiple: decode rows stay in their pages
+GREEDY = SamplingParams(max_tokens=12, ignore_eos=True)
+SAMPLED = SamplingParams(max_tokens=12, temperature=0.8, top_p=0.95, seed=5, ignore_eos=True)
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory) -> Path:
+    given = os.environ.get("BITCASE_GPU_MODEL_DIR")
+    return Path(given) if given else make_checkpoint("llama-1b", tmp_path_factory.mktemp("llama-1b"), seed=0)
+
+
+@pytest.fixture(scope="module")
+def prompts() -> list[list[int]]:
+    g = torch.Generator().manual_seed(7)
+    return [torch.randint(0, 128000, (n,), generator=g).tolist() for n in LENGTHS]
+
+
+@pytest.fixture(scope="module")
+def graphs(llama_dir) -> LLMEngine:
+    return LLMEngine(llama_dir, EngineConfig(**ENGINE, cuda_graphs=True))
+
+
+@pytest.fixture(scope="module")
+def eager(llama_dir) -> LLMEngine:
+    return LLMEngine(llama_dir, EngineConfig(**ENGINE))
+
+
+def generate(engine: LLMEngine, prompts, params):
+    ids = [engine.add_request(p, params) for p in prompts]
+    done = {o.request_id: o for o in engine.run()}
+    return [done[i] for i in ids]
+
+
+def assert_bitwise_equal(outputs, references):
+    for out, ref in zip(outputs, references, strict=True):
+        assert out.token_ids == ref.token_ids and out.sampler_state == ref.sampler_state
+        for i, (a, b) in enumerate(zip(out.trace.entries, ref.trace.entries, strict=True)):
+            assert torch.equal(a.logits, b.logits), f"logit row {i} of {out.request_id} differs"
+            assert a.token == b.token and a.sampler_state == b.sampler_state
+
+
+def test_device_greedy_choice_is_the_samplers(llama_dir):
+    rows = torch.randn(6, 128256)
+    rows[1, 7] = rows[1, 900] = rows[1].max() + 1  # a tie: the first index wins
+    rows[2, 50] = rows[2, 60] = float("nan")  # NaN counts as the maximum, first one wins
+    rows[3] = float("-inf")
+    rows[4, 3:] = float("inf")
+    rows[5] = 0.0
+    state = SamplingParams().initial_state()
+    expected = [sample(r, SamplingParams(), state)[0] for r in rows]
+    assert greedy_tokens(rows.cuda()).tolist() == expected == [0, 7, 50, 0, 3, 0]
+
+
+def decode_chunks(engine: LLMEngine, prompts) -> list[Chunk]:
+    """Prefill ``prompts`` (one step), then the decode chunks of the next step, without running it."""
+    for p in prompts:
+        engine.add_request(p, GREEDY)
+    engine.step()
+    chunks = [Chunk(s.token_ids, s.page_table, s.num_tokens - 1, s.num_tokens, True) for s in engine.scheduler.running]
+    assert all(len(s.page_table) * 16 >= s.num_tokens for s in engine.scheduler.running)
+    return chunks
+
+
+def test_graph_replay_equals_eager_padded_and_unpadded_forwards(graphs, prompts):
+    runner = graphs.runner
+    chunks = decode_chunks(graphs, prompts[:3])  # padded to 4
+    kv_before = runner.kv.k.clone(), runner.kv.v.clone()
+
+    def restore():
+        runner.kv.k.copy_(kv_before[0])
+        runner.kv.v.copy_(kv_before[1])
+
+    batch = runner.buffers.stage_decode(runner.padded_decode.pad(chunks))
+    logits, tokens, _ = runner.padded_decode.forward(batch, check_metadata=True)  # eager, with index checks
+    eager_out = logits.clone(), tokens.clone(), runner.kv.k.clone(), runner.kv.v.clone()
+    restore()
+    logits, tokens, _ = runner.padded_decode.run(chunks)  # graph replay
+    assert torch.equal(logits, eager_out[0]) and torch.equal(tokens, eager_out[1])  # padding rows too
+    assert torch.equal(runner.kv.k, eager_out[2]) and torch.equal(runner.kv.v, eager_out[3])
+    restore()
+    decode, runner.padded_decode = runner.padded_decode, None
+    try:
+        unpadded = runner.execute(chunks).clone()  # the eager path, 3 rows
+    finally:
+        runner.padded_decode = decode
+    assert torch.equal(unpadded, eager_out[0][:3].cpu())
+    pages = graphs.config.num_pages
+    assert torch.equal(runner.kv.k[:, :pages], eager_out[2][:, :pages])  # padding wrote nowhere in the pool
+    for rid in [s.request_id for s in graphs.scheduler.running]:
+        graphs.cancel(rid)
+
+
+@pytest.mark.parametrize("params", [GREEDY, SAMPLED], ids=["greedy", "sampled"])
+def test_traces_equal_with_graphs_on_and_off_across_batch_sizes(graphs, eager, prompts, params):
+    singletons = [generate(eager, [p], params)[0] for p in prompts]
+    replays = []
+    original_run = graphs.runner.padded_decode.run
+    graphs.runner.padded_decode.run = lambda chunks: (replays.append(len(chunks)), original_run(chunks))[1]
+    try:
+        for batch in (prompts[:3], prompts[:4], prompts[:5], prompts, prompts[::-1]):
+            expected = [singletons[prompts.index(p)] for p in batch]
+            assert_bitwise_equal(generate(graphs, batch, params), expected)
+            assert_bitwise_equal(generate(eager, batch, params), expected)
+        assert_bitwise_equal([generate(graphs, [p], params)[0] for p in prompts], singletons)
+    finally:
+        del graphs.runner.padded_decode.run
+    assert {3, 5}.issubset(replays)  # steps padded to 4 and to 8 were replayed
+
+
+def test_greedy_tokens_of_a_graph_run_are_the_argmax_of_their_rows(graphs, prompts):
+    for out in generate(graphs, prompts, GREEDY):
+        assert [e.token for e in out.trace.entries] == [int(torch.argmax(e.logits)) for e in out.trace.entries]
+
+
+def test_check_mode_holds_on_graph_replays(llama_dir, eager, prompts):
+    checked = LLMEngine(llama_dir, EngineConfig(**{**ENGINE, "check_mode": True, "enable_prefix_caching": True},
+                                                cuda_graphs=True))
+    assert_bitwise_equal(generate(checked, prompts[:5], GREEDY), generate(eager, prompts[:5], GREEDY))
+
+
+def decode_step_seconds(engine: LLMEngine, prompts) -> float:
+    for p in prompts:
+        engine.add_request(p, SamplingParams(max_tokens=40, ignore_eos=True))
+    for _ in range(8):  # prefill and warm-up decode steps
+        engine.step()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(24):
+        engine.step()
+    seconds = (time.perf_counter() - start) / 24
+    engine.run()
+    return seconds
+
+
+def test_graph_decode_steps_are_faster_than_eager_ones(graphs, eager, prompts):
+    with_graphs, without = decode_step_seconds(graphs, prompts[:4]), decode_step_seconds(eager, prompts[:4])
+    assert with_graphs * 1.5 < without, f"graph step {with_graphs * 1e3:.2f} ms, eager step {without * 1e3:.2f} ms"
