@@ -1,0 +1,72 @@
+"""The runtime-check verdicts on synthetic observations: each defect the checks exist for is caught."""
+
+from dataclasses import replace
+
+import pytest
+
+from engine.compare.runtime_checks import KERNELS_ON_PATH, deployment_check, plan_check
+from engine.compare.runtime_probe import ProbeResult, observed_environment
+from evidence_db.bundle import Deployment
+
+PLAN = "sha256:" + "1" * 64
+CONFIGS = {f"{k}.x": {"BLOCK": 16, "num_warps": 4} for k in KERNELS_ON_PATH}
+
+
+def probe(**changes) -> ProbeResult:
+    fields = d_fields()
+    base = ProbeResult(engine_deployment=Deployment(fields), plan_digest=PLAN, plan_keys=tuple(CONFIGS),
+                       plan_configs=CONFIGS, launches=[(k.split(".")[0], k, dict(v)) for k, v in CONFIGS.items()],
+                       torch_num_threads=1, cached_tokens=32, prefill_chunk_ends=(512, 529),
+                       outside_plan_refused="kernel launch refused: ...",
+                       wrong_deployment_refused="this engine runs under D ...")
+    return replace(base, **changes)
+
+
+def d_fields(**changes):
+    env = observed_environment("cpu")
+    fields = {"kernel_plan": {"digest": PLAN}, "torch_num_threads": 1,
+              "software": {"python": env["python"], "torch": env["torch"], "triton": env["triton"]},
+              "accelerator": {"name": "cpu"}}
+    fields.update(changes)
+    return fields
+
+
+def test_a_clean_probe_passes():
+    assert plan_check(probe(), PLAN, d_fields())[0] == "pass"
+    fields = d_fields()
+    assert deployment_check(probe(), fields, Deployment(fields).digest, "cpu", None)[0] == "pass"
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({"launches": [("matmul", "matmul.unsealed", {"BLOCK": 16, "num_warps": 4})]}, "outside the plan"),
+    ({"launches": [("matmul", "matmul.x", {"BLOCK": 32, "num_warps": 4})]}, "launch options differ"),
+    ({"launches": [("matmul", "matmul.x", {"BLOCK": 16, "num_warps": 4})]}, "does not cover the forward path"),
+    ({"outside_plan_refused": None}, "was admitted"),
+    ({"plan_digest": "sha256:" + "2" * 64}, "plan digests differ"),
+    ({"cached_tokens": 0}, "did not exercise chunking and reuse"),
+])
+def test_plan_defects_fail(change, expected):
+    status, problems, _ = plan_check(probe(**change), PLAN, d_fields())
+    assert status == "fail" and any(expected in p for p in problems), problems
+
+
+def test_plan_digest_of_d_must_match_the_recomputed_plan():
+    status, problems, _ = plan_check(probe(), PLAN, d_fields(kernel_plan={"digest": "sha256:" + "3" * 64}))
+    assert status == "fail" and "plan digests differ" in problems[0]
+
+
+@pytest.mark.parametrize("fields,probe_change,expected", [
+    (d_fields(torch_num_threads=4), {}, "thread count"),
+    (d_fields(software={"python": "3.0.0", "torch": "0", "triton": "0"}), {}, "python: D says '3.0.0'"),
+    (d_fields(accelerator={"name": "NVIDIA H200"}), {}, "accelerator"),
+    (d_fields(), {"wrong_deployment_refused": None}, "does not match"),
+])
+def test_deployment_defects_fail(fields, probe_change, expected):
+    status, problems, _ = deployment_check(probe(**probe_change), fields, Deployment(fields).digest, "cpu", None)
+    assert status == "fail" and any(expected in p for p in problems), problems
+
+
+def test_an_engine_that_refuses_d_fails_the_deployment_check():
+    fields = d_fields()
+    status, problems, details = deployment_check(None, fields, Deployment(fields).digest, "cpu", "DeploymentMismatch")
+    assert status == "fail" and "refused to start" in problems[0]
