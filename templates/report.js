@@ -90,16 +90,17 @@
     var span = document.createElement("span");
     if (value.length <= max) { span.textContent = value; return span; }
     span.className = "long";
-    span.appendChild(document.createTextNode(value.slice(0, max) + "\u2026"));
-    var details = document.createElement("details"), summary = document.createElement("summary");
-    var pre = document.createElement("pre");
-    details.className = "full";
-    summary.textContent = "show all " + value.length + " characters";
-    pre.className = "wrap";
-    pre.textContent = value;
-    details.appendChild(summary);
-    details.appendChild(pre);
-    span.appendChild(details);
+    span.appendChild(document.createTextNode(value.slice(0, max) + "\u2026 "));
+    var button = document.createElement("button"), full = document.createElement("span");
+    button.type = "button";
+    button.className = "more-tog";
+    button.setAttribute("aria-expanded", "false");
+    button.textContent = "show all " + value.length + " characters";
+    full.className = "full";
+    full.hidden = true;
+    full.textContent = value;
+    span.appendChild(button);
+    span.appendChild(full);
     return span;
   }
   function badgeEl(status) {
@@ -244,6 +245,12 @@
     if (target.classList.contains("fh")) clearFilter();
     for (var p = target.parentElement; p; p = p.parentElement) {
       if (p.tagName === "DETAILS") p.open = true;
+      if (p.hidden && p.classList.contains("nojs-show")) {
+        p.hidden = false;
+        var before = p.previousElementSibling;
+        var button = before && (before.classList.contains("more-tog") ? before : before.querySelector(".more-tog"));
+        if (button) button.setAttribute("aria-expanded", "true");
+      }
     }
     target.scrollIntoView({ block: "center" });
   }
@@ -251,6 +258,14 @@
   document.addEventListener("click", function (ev) {
     var el = ev.target;
     if (!(el instanceof Element)) return;
+    if (el.classList.contains("more-tog")) {
+      // Shows or hides what follows the button (or, at the end of a tree row, the row).
+      var more = el.nextElementSibling || el.parentElement.nextElementSibling;
+      var open = el.getAttribute("aria-expanded") !== "true";
+      if (more) more.hidden = !open;
+      el.setAttribute("aria-expanded", open ? "true" : "false");
+      return;
+    }
     if (el.classList.contains("tog")) {
       var li = el.closest("li.node");
       trees.forEach(function (t) {

@@ -33,11 +33,17 @@ def esc(value: Any) -> str:
 
 
 def long_html(value: Any, max_chars: int) -> str:
+    """Cleaned, escaped text; past ``max_chars`` a preview and a button that shows the whole text.
+
+    A button and a ``hidden`` element rather than ``<details>``: Chromium lays out thousands
+    of closed ``<details>`` in rows that a filter hides or shows in quadratic time.
+    """
     text = clean_text(value)
     if len(text) <= max_chars:
         return escape(text)
-    return (f'<span class="long">{escape(text[:max_chars])}…<details class="full"><summary>show all {len(text)} '
-            f'characters</summary><pre class="wrap">{escape(text)}</pre></details></span>')
+    return (f'<span class="long">{escape(text[:max_chars])}… <button type="button" class="more-tog" '
+            f'aria-expanded="false">show all {len(text)} characters</button>'
+            f'<span class="full nojs-show" hidden>{escape(text)}</span></span>')
 
 
 def long_text(value: Any, max_chars: int = MAX_PREVIEW_CHARS) -> Markup:

@@ -75,7 +75,7 @@ def _details_html(row: TreeRow, links: Links) -> str:
         meta.append(f"cites {long_html(n.citation, 120)}")
     if n.categories:
         meta.append(f"discharged by {esc(', '.join(n.categories))}")
-    out = [f'<details class="more"><summary>details</summary><p class="muted">{" · ".join(meta)}</p>']
+    out = [f'<div class="more nojs-show" hidden><p class="muted">{" · ".join(meta)}</p>']
     if n.reasons:
         out.append('<ul class="reasons">' + "".join(f"<li>{long_html(r, 240)}</li>" for r in n.reasons[:20]) + "</ul>")
     if n.is_trusted:
@@ -88,7 +88,7 @@ def _details_html(row: TreeRow, links: Links) -> str:
         out.append(f"<p>Evidence ({len(n.evidence_ids)}): {shown}{tail}</p>")
     for cex in n.counterexamples[:5]:
         out.append(f'<div class="cex"><span class="cex-label">counterexample</span>{_kv_html(cex)}</div>')
-    return "".join(out) + "</details>"
+    return "".join(out) + "</div>"
 
 
 _CONTEXT_MARK = '<span class="rel">in context of</span> '
@@ -96,6 +96,7 @@ _TRUSTED_MARK = '<span class="badge trust">trusted</span> '
 _REF_MARK = ' <span class="muted">(written out above)</span>'
 _TOGGLE = '<button type="button" class="tog" aria-expanded="true" aria-label="collapse"></button>'
 _NO_TOGGLE = '<span class="tog-pad"></span>'
+_DETAILS_BUTTON = ' <button type="button" class="more-tog" aria-expanded="false">details</button>'
 
 
 def tree_row(row: TreeRow, node_prefix: str, links: Links) -> Markup:
@@ -115,6 +116,8 @@ def tree_row(row: TreeRow, node_prefix: str, links: Links) -> Markup:
     ))
     has_details = not row.is_ref and (n.reasons or n.evidence_ids or n.source_ref or n.citation or n.is_trusted
                                       or n.counterexamples)
+    if has_details:
+        head += _DETAILS_BUTTON
     id_attr = "" if row.is_ref else f' id="{anchor}"'
     return Markup(  # noqa: S704 - every part is escaped
         f'<li class="{classes}"{id_attr} data-depth="{row.depth}" data-status="{esc(n.status)}" '

@@ -80,6 +80,16 @@ def test_status_filter_search_collapse_and_deep_link(page):
     browser.wait_for("getComputedStyle(document.getElementById('n-T-gpu')).display !== 'none'")
     assert "solution:T-gpu" in browser.evaluate(VISIBLE_NODES)
 
+    more = "document.querySelector('#n-T-gpu > div.more')"
+    assert browser.evaluate(f"{more}.hidden")
+    browser.evaluate("document.querySelector('#n-T-gpu .more-tog').click()")
+    assert not browser.evaluate(f"{more}.hidden") and "Rationale" in browser.evaluate(f"{more}.textContent")
+    # The hostile summary is 20,000 characters: cut, with the whole text one click away, as text.
+    long_summary = "Array.from(document.querySelectorAll('li.problem .long')).find(e => e.textContent.length > 20000)"
+    browser.evaluate(f"{long_summary}.querySelector('.more-tog').click()")
+    assert browser.evaluate(f"!{long_summary}.querySelector('.full').hidden")
+    assert browser.evaluate(f"{long_summary}.querySelector('.full').textContent.endsWith('L'.repeat(20000))")
+
 
 def test_evidence_index_draws_rows_as_text_pages_and_deep_links(page):
     browser, _ = page

@@ -18,7 +18,7 @@ def test_clean_text_shows_controls_bidi_and_surrogates_as_escapes():
 def test_long_text_cuts_and_keeps_the_whole_text_escaped():
     assert str(long_text("a<b", 5)) == "a&lt;b"
     cut = str(long_text("<" * 10, 3))
-    assert cut.startswith('<span class="long">&lt;&lt;&lt;…') and "show all 10 characters" in cut
+    assert cut.startswith('<span class="long">&lt;&lt;&lt;… <button') and "show all 10 characters" in cut
     assert "&lt;" * 10 in cut and "<<" not in cut
 
 
