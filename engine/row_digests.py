@@ -20,7 +20,9 @@ from engine.trace import TraceEntry, row_digest
 
 __all__ = ["PendingEntry", "digest_later", "resolve_entries"]
 
-_MAX_WORKERS = 4
+# sha256 of a 128K-vocabulary row is ~0.3 ms of one core: a batch of 16 at 1 ms per step needs
+# several cores. Leave two for the step loop and the rest of the process.
+_MAX_WORKERS = 8
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 
@@ -29,7 +31,7 @@ def _workers() -> ThreadPoolExecutor:
     global _pool
     with _lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=min(_MAX_WORKERS, os.cpu_count() or 1),
+            _pool = ThreadPoolExecutor(max_workers=min(_MAX_WORKERS, max(1, (os.cpu_count() or 1) - 2)),
                                        thread_name_prefix="bitcase-row-digest")
         return _pool
 
