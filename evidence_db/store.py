@@ -8,13 +8,14 @@ nor roll back: the session's owner decides, so a whole ``bitcase ingest`` is one
 from __future__ import annotations
 
 import itertools
+import json
 from collections import defaultdict
 from typing import Any, Iterable
 
-from sqlalchemy import select
+from sqlalchemy import Text, cast, literal, select
 from sqlalchemy.orm import Session
 
-from evidence_db.appender import ChainAppender
+from evidence_db.appender import LOOKUP_CHUNK, ChainAppender
 from evidence_db.bundle import EvidenceRecord
 from evidence_db.chain import iso_utc
 from evidence_db.models import Deployment, EvidenceItem, ProducerRun, Subject
@@ -22,7 +23,7 @@ from evidence_db.bundle import SCHEMA_ID
 from evidence_db.prepare import PreparedRecord, Preparer
 from evidence_db.views import DeploymentView, EvidenceView, IngestResult, SubjectView
 
-__all__ = ["ingest_records", "ingest_prepared", "load_evidence", "list_deployments", "BATCH_SIZE"]
+__all__ = ["ingest_records", "ingest_prepared", "load_evidence", "load_details", "list_deployments", "BATCH_SIZE"]
 
 BATCH_SIZE = 2000  # records per executemany; bounds memory when streaming huge bundles
 
@@ -69,35 +70,55 @@ def _json_dict(record: EvidenceRecord) -> dict[str, Any]:
     }
 
 
-def load_evidence(*, session: Session, deployment_digest: str | None = None) -> list[EvidenceView]:
-    """Every stored evidence item in chain (ingest) order, optionally only those of one deployment."""
+def load_evidence(*, session: Session, deployment_digest: str | None = None,
+                  with_details: bool = True) -> list[EvidenceView]:
+    """Every stored evidence item in chain (ingest) order, optionally only those of one deployment.
+
+    ``with_details=False`` leaves every view's ``details`` empty (``{}``) and skips decoding
+    them, about a third of the time for large stores; fetch the details of the few items that
+    need them with :func:`load_details`.
+    """
     query = (select(EvidenceItem.record_id, EvidenceItem.category, EvidenceItem.obligation,
-                    EvidenceItem.status, EvidenceItem.summary, EvidenceItem.details, EvidenceItem.produced_at,
+                    EvidenceItem.status, EvidenceItem.summary, EvidenceItem.produced_at,
                     EvidenceItem.content_digest, EvidenceItem.seq, Deployment.digest, ProducerRun.tool,
-                    ProducerRun.version)
+                    ProducerRun.version, cast(EvidenceItem.details, Text) if with_details else literal(None))
              .join(Deployment, EvidenceItem.deployment_id == Deployment.id)
              .join(ProducerRun, EvidenceItem.producer_id == ProducerRun.id)
              .order_by(EvidenceItem.seq))
-    subject_query = (select(Subject.evidence_seq, Subject.uri, Subject.sha256)
-                     .join(EvidenceItem, Subject.evidence_seq == EvidenceItem.seq)
-                     .order_by(Subject.evidence_seq, Subject.position))
+    subject_query = select(Subject.evidence_seq, Subject.uri, Subject.sha256).order_by(Subject.evidence_seq,
+                                                                                       Subject.position)
     if deployment_digest is not None:
         query = query.where(Deployment.digest == deployment_digest)
-        subject_query = (subject_query.join(Deployment, EvidenceItem.deployment_id == Deployment.id)
+        subject_query = (subject_query.join(EvidenceItem, Subject.evidence_seq == EvidenceItem.seq)
+                         .join(Deployment, EvidenceItem.deployment_id == Deployment.id)
                          .where(Deployment.digest == deployment_digest))
-    subjects: dict[int, list[SubjectView]] = defaultdict(list)
     conn = session.connection()  # Core execution: no ORM row processing for 100,000s of plain rows
-    for seq, uri, sha in conn.execute(subject_query):
-        subjects[seq].append(SubjectView(uri=uri, sha256=sha))
-    views = []
-    for (record_id, category, obligation, status, summary, details, produced_at, content_digest, seq,
-         deployment, tool, version) in conn.execute(query):
-        views.append(EvidenceView(
-            item_id=record_id, category=category, obligation=obligation, status=status, summary=summary,
-            deployment_digest=deployment, produced_at=produced_at, content_digest=content_digest,
-            producer_tool=tool, producer_version=version, subjects=tuple(subjects.get(seq, ())),
-            details=details, seq=seq))
-    return views
+    shared: dict[tuple[str, str], SubjectView] = {}  # items mostly cover the same few subjects
+    subjects: dict[int, list[SubjectView]] = defaultdict(list)
+    for seq, uri, sha in conn.execute(subject_query).all():
+        view = shared.get((uri, sha))
+        if view is None:
+            view = shared[(uri, sha)] = SubjectView(uri=uri, sha256=sha)
+        subjects[seq].append(view)
+    loads = json.loads
+    return [EvidenceView(item_id=record_id, category=category, obligation=obligation, status=status,
+                         summary=summary, deployment_digest=deployment, produced_at=produced_at,
+                         content_digest=content_digest, producer_tool=tool, producer_version=version,
+                         subjects=tuple(subjects.get(seq, ())), details=loads(details) if with_details else {},
+                         seq=seq)
+            for (record_id, category, obligation, status, summary, produced_at, content_digest, seq, deployment,
+                 tool, version, details) in conn.execute(query).all()]
+
+
+def load_details(*, session: Session, item_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """The ``details`` of the given evidence items, by record id (ids not stored are left out)."""
+    found: dict[str, dict[str, Any]] = {}
+    ids = sorted(set(item_ids))
+    for start in range(0, len(ids), LOOKUP_CHUNK):
+        rows = session.connection().execute(select(EvidenceItem.record_id, cast(EvidenceItem.details, Text))
+                                            .where(EvidenceItem.record_id.in_(ids[start:start + LOOKUP_CHUNK])))
+        found.update((record_id, json.loads(details)) for record_id, details in rows)
+    return found
 
 
 def list_deployments(*, session: Session) -> list[DeploymentView]:

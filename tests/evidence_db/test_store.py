@@ -13,7 +13,7 @@ from evidence_db.canonical import sha256_digest
 from evidence_db.errors import BundleError, RecordConflict
 from evidence_db.models import ProducerRun
 from evidence_db.reviews import add_review, list_reviews
-from evidence_db.store import ingest_records, list_deployments, load_evidence
+from evidence_db.store import ingest_records, list_deployments, load_details, load_evidence
 from evidence_db.views import IngestResult, SubjectView
 from tests.evidence_db.factories import DEPLOYMENT, OTHER_DEPLOYMENT, record, records
 
@@ -123,3 +123,12 @@ def test_in_memory_store(fresh_db) -> None:
         session.commit()
     with Session(fresh_db) as session:
         assert [v.item_id for v in load_evidence(session=session)] == ["proof:matmul:0", "proof:matmul:1"]
+
+
+def test_evidence_without_details_and_details_on_demand(db_session: Session) -> None:
+    ingest_records(session=db_session, records=records(3))
+    bare = load_evidence(session=db_session, with_details=False)
+    assert [v.details for v in bare] == [{}, {}, {}]
+    assert [v.subjects for v in bare] == [v.subjects for v in load_evidence(session=db_session)]
+    details = load_details(session=db_session, item_ids=["proof:matmul:2", "proof:matmul:0", "unknown"])
+    assert details == {"proof:matmul:0": record(0).details, "proof:matmul:2": record(2).details}
