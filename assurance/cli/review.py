@@ -84,6 +84,7 @@ def list_(
     """List every audit review in the order recorded, with whether it is pinned to the current digest."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from assurance.render.review_targets import current_digests
     from evidence_db.reviews import list_reviews
@@ -102,12 +103,18 @@ def list_(
     if json_out:
         typer.echo(json.dumps(records, sort_keys=True, indent=2))
         return
-    table = Table("seq", "target", "decision", "reviewer", "recorded", "expires", "pinned", "rationale")
+    if not records:
+        err_console.print("no reviews recorded")
+        return
+    table = Table()
+    for name in ("seq", "target", "decision", "reviewer", "recorded", "expires", "pinned", "rationale"):
+        table.add_column(name, overflow="fold")  # wrap, never cut: ids and digests must stay whole
     for rec in records:
         pinned = {True: "current", False: "stale", None: "unknown item"}[rec["pinned_to_current"]]
-        table.add_row(str(rec["seq"]), rec["target"], rec["decision"], rec["reviewer"], rec["created_at"][:10],
-                      rec["expires"] or "", pinned, rec["rationale"][:80])
-    Console(soft_wrap=False, markup=False).print(table) if records else err_console.print("no reviews recorded")
+        cells = (str(rec["seq"]), rec["target"], rec["decision"], rec["reviewer"], rec["created_at"][:10],
+                 rec["expires"] or "", pinned, rec["rationale"][:80])
+        table.add_row(*(Text(cell) for cell in cells))  # Text: brackets in a rationale are not markup
+    Console(soft_wrap=False, markup=False).print(table)
 
 
 def diff(

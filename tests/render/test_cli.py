@@ -88,12 +88,14 @@ def test_review_add_pins_and_shows_in_list_and_report(store, case_file, tmp_path
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout)
     assert record["target_kind"] == "trusted item" and record["target_digest"].startswith("sha256:")
-    result = invoke("review", "add", "proof-1", "--decision", "needs-work", "--by", "bob", "--rationale", "rerun",
+    result = invoke("review", "add", "proof-1", "--decision", "needs-work", "--by", "bob", "--rationale", "[b]rerun[/b]",
                     "--db", store, "--case", case_file, "--expires", "2999-01-01")
     assert result.exit_code == 0, result.output
     listed = json.loads(invoke("review", "list", "--db", store, "--case", case_file, "--json").stdout)
     assert [(r["target"], r["decision"], r["pinned_to_current"]) for r in listed] == [
         ("T.gpu", "accept", True), ("proof-1", "needs-work", True)]
+    table = invoke("review", "list", "--db", store, "--case", case_file).stdout
+    assert "T.gpu" in table and "[b]" in table and "current" in table  # brackets shown, not read as markup
     invoke("report", "--db", store, "--case", case_file, "--out", tmp_path / "o", "--no-diagram")
     html = (tmp_path / "o" / "report.html").read_text(encoding="utf-8")
     assert "trusted-reviewed" in html and "by alice" in html
