@@ -55,10 +55,17 @@ def _run(options, json_out: bool) -> None:
     tasks: dict[str, int] = {}
     with Progress(TextColumn("{task.fields[stage]:>10}"), TextColumn("{task.description}"), BarColumn(),
                   MofNCompleteColumn(), TimeElapsedColumn(), console=err_console, transient=False) as bar:
+        last_tenth: dict[str, int] = {}
+
         def progress(stage: str, message: str, done: int, total: int) -> None:
             if stage not in tasks:
                 tasks[stage] = bar.add_task(message, total=max(total, 1), stage=stage)
             bar.update(tasks[stage], description=message[:60], completed=done, total=max(total, 1))
+            if not err_console.is_terminal:  # logs get a line per stage start and per tenth done
+                tenth = (10 * done) // max(total, 1)
+                if last_tenth.get(stage) != tenth:
+                    last_tenth[stage] = tenth
+                    err_console.print(f"{stage}: {done}/{total} {message}", highlight=False, soft_wrap=True)
 
         try:
             with user_errors():
