@@ -4,8 +4,8 @@ The trust-boundary diagram draws components (engine, kernels, verifier, Triton c
 GPU, driver, evidence store) inside regions by how they are assured, and the contracts that
 cross each boundary as edges. A case node is attached to a component or a contract by its
 explicit ``component`` field (a component or contract key) when the case sets one, else by
-the first keyword rule below that its id or text matches; other solutions are about the
-engine, and goals and strategies are attached to nothing.
+the first keyword rule below that its id or text matches; kernel proofs are about the kernels,
+other solutions about the engine, and goals and strategies are attached to nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from assurance.render.model import NodeModel
 
-__all__ = ["Component", "Contract", "COMPONENTS", "CONTRACTS", "REGIONS", "attachment", "region_of"]
+__all__ = ["Component", "Contract", "COMPONENTS", "CONTRACTS", "REGIONS", "attachments", "region_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +48,7 @@ CONTRACTS = (
     Contract("sealed_plan", "engine", "kernels", "launches only in the sealed plan, no autotuning"),
     Contract("attention_finiteness", "engine", "kernels", "attention finiteness premises"),
     Contract("kernel_proof", "verifier", "kernels", "selected-region invariance proofs"),
-    Contract("compilation", "kernels", "triton", "compiled code keeps the source semantics"),
+    Contract("compilation", "kernels", "triton", "the code that runs (compiled or interpreted) keeps the source semantics"),
     Contract("launch", "triton", "driver", "driver loads and launches the compiled code"),
     Contract("execution", "driver", "gpu", "GPU executes the code as compiled"),
     Contract("graph_replay", "engine", "driver", "padded CUDA-graph replay fidelity"),
@@ -77,31 +77,34 @@ _RULES: tuple[tuple[tuple[str, ...], str, bool], ...] = (
     (("finiteness", "finite"), "attention_finiteness", False),
     (("cuda graph", "cuda-graph", "cudagraph", "graph replay"), "graph_replay", False),
     (("sealed plan", "sealed-plan", "autotun", "launch configuration"), "sealed_plan", False),
-    (("triton compiler", "compiler"), "triton", True),
+    (("cpu path", "interpreter"), "compilation", True),
+    (("triton compiler", "compiler", "triton primitive"), "triton", True),
     (("driver", "cuda runtime"), "driver", True),
     (("gpu execution", "gpu"), "gpu", True),
     (("translator", "solver encoding", "verifier", "z3"), "verifier", True),
     (("evidence store", "hash chain", "evidence bundle"), "store", False),
-    (("kernel proof", "kernel contract", "selected-region", "selected region", "kernel"), "kernels",
-     False),
+    (("kernel proof", "selected-region", "selected region"), "kernels", False),
 )
 
 _KEYS = {c.key for c in COMPONENTS} | {c.key for c in CONTRACTS}
 
 
-def attachment(node: NodeModel) -> str:
-    """The component or contract key ``node`` is about, or "" for goals, strategies and context."""
+def attachments(node: NodeModel) -> tuple[str, ...]:
+    """The component and contract keys ``node`` is about; none for goals, strategies and context.
+
+    A kernel proof is about a kernel and is the verifier's contract with it, so it counts for both.
+    """
     if node.component:
-        return node.component if node.component in _KEYS else ""
-    if node.kind not in ("solution",) and not node.is_trusted:
-        return ""
+        return (node.component,) if node.component in _KEYS else ()
+    if node.kind != "solution" and not node.is_trusted:
+        return ()
     if "kernel_proof" in node.categories:
-        return "kernels"
+        return ("kernels", "kernel_proof")
     haystack = f"{node.node_id} {node.text}".lower()
     for needles, key, trusted_only in _RULES:
         if (node.is_trusted or not trusted_only) and any(n in haystack for n in needles):
-            return key
-    return "engine"
+            return (key,)
+    return ("engine",)
 
 
 _STATUS_REGION = {"verified": "verified", "runtime-checked": "runtime-checked", "tested": "tested",

@@ -8,10 +8,11 @@ sorted order and nothing depends on time or the machine.
 
 from __future__ import annotations
 
+import textwrap
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING
 
-from assurance.render.components import COMPONENTS, CONTRACTS, REGIONS, attachment, region_of
+from assurance.render.components import COMPONENTS, CONTRACTS, REGIONS, attachments, region_of
 from assurance.render.model import ScopeModel
 from assurance.render.safe import clean_text, short_digest
 
@@ -30,13 +31,15 @@ class UnknownNodeError(KeyError):
     """The focus node is not in the case."""
 
 
-def dot_quote(text: object, max_chars: int = _MAX_LABEL_CHARS) -> str:
-    """``text`` as a quoted DOT string: cleaned, cut, with backslashes and quotes escaped.
+def dot_quote(text: object, max_chars: int = _MAX_LABEL_CHARS, *, wrap_at: int | None = None) -> str:
+    """``text`` as a quoted DOT string: cleaned, wrapped or cut, backslashes and quotes escaped.
 
     Quoting ourselves keeps pydot from reading ``<…>`` as an HTML label and Graphviz from
     expanding escapes such as ``\\N`` in hostile text.
     """
     lines = clean_text(text).split("\n")
+    if wrap_at:
+        lines = [part for line in lines for part in (textwrap.wrap(line, wrap_at) or [""])]
     cut = [line if len(line) <= max_chars else line[: max_chars - 1] + "…" for line in lines[:6]]
     body = "\n".join(cut).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     return f'"{body}"'
@@ -57,7 +60,10 @@ def rests_on(scope: ScopeModel, node_id: str) -> set[str]:
     return seen
 
 
-def _summary(statuses: list[str]) -> str:
+def _summary(statuses: list[str], is_excluded: bool) -> str:
+    """Counts per status, or why there is nothing to count."""
+    if not statuses:
+        return "(not applicable under D)" if is_excluded else "(no case node)"
     counts = Counter(statuses)
     return " · ".join(f"{counts[s]} {s}" for s in sorted(counts))
 
@@ -69,9 +75,14 @@ def build_diagram(scope: ScopeModel, *, focus: str | None = None) -> "pydot.Dot"
     keep = rests_on(scope, focus) if focus else {n.node_id for n in scope.nodes}
     attached: dict[str, list[str]] = defaultdict(list)  # key -> statuses of attached nodes
     members: dict[str, list[str]] = defaultdict(list)  # key -> attached node ids
+    excluded: set[str] = set()  # keys whose only case nodes do not apply under D
     for node in sorted(scope.nodes, key=lambda n: n.node_id):
-        key = attachment(node)
-        if key and node.node_id in keep:
+        if node.node_id not in keep:
+            continue
+        for key in attachments(node):
+            if node.status == "not-applicable":
+                excluded.add(key)
+                continue
             attached[key].append(node.status or "missing")
             members[key].append(node.node_id)
 
@@ -102,7 +113,7 @@ def build_diagram(scope: ScopeModel, *, focus: str | None = None) -> "pydot.Dot"
         for comp in by_region[region]:
             statuses = attached.get(comp.key, [])
             has_problem = any(s in _PROBLEMS for s in statuses)
-            text = comp.label + ("\n" + _summary(statuses) if statuses else "\n(no case node)")
+            text = comp.label + "\n" + _summary(statuses, comp.key in excluded)
             cluster.add_node(pydot.Node(comp.key, label=dot_quote(text),
                                         color=dot_quote("#cf222e" if has_problem else colour),
                                         penwidth="2.5" if has_problem else "1.2",
@@ -113,9 +124,9 @@ def build_diagram(scope: ScopeModel, *, focus: str | None = None) -> "pydot.Dot"
         statuses = attached.get(contract.key, [])
         region = region_of(statuses)
         colour = "#cf222e" if any(s in _PROBLEMS for s in statuses) else _REGION_COLOURS[region]
-        status_text = _summary(statuses) if statuses else "not in the case"
+        status_text = _summary(statuses, contract.key in excluded)
         graph.add_edge(pydot.Edge(contract.source, contract.target,
-                                  label=dot_quote(f"{contract.label}\n{status_text}", 48),
+                                  label=dot_quote(f"{contract.label}\n{status_text}", wrap_at=40),
                                   color=dot_quote(colour), fontcolor=dot_quote(colour),
                                   style="dashed" if region in ("trusted", "outside") else "solid",
                                   tooltip=dot_quote(", ".join(members.get(contract.key, [])[:12]) or contract.label, 400)))

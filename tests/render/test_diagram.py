@@ -1,11 +1,12 @@
 """The trust-boundary diagram: DOT-safe ids, deterministic bytes, focus, Graphviz present or not."""
 
 import re
+from dataclasses import replace
 
 import pytest
 
 from assurance.render import graphviz
-from assurance.render.components import attachment, region_of
+from assurance.render.components import attachments, region_of
 from assurance.render.diagram import UnknownNodeError, dot_quote, dot_source
 from assurance.render.html import RenderOptions, render_report_html
 from assurance.render.model import NodeModel
@@ -58,10 +59,19 @@ def test_components_land_in_the_right_regions():
 
 
 def test_attachment_rules_keep_gpu_mentions_in_solutions_on_the_engine():
-    assert attachment(NodeModel("S", "solution", "comparison suite on the GPU", "tested")) == "engine"
-    assert attachment(NodeModel("T", "solution", "GPU execution", "trusted-unreviewed", is_trusted=True)) == "gpu"
-    assert attachment(NodeModel("G", "goal", "GPU", "supported")) == ""
-    assert attachment(NodeModel("S", "solution", "x", component="driver")) == "driver"
+    assert attachments(NodeModel("S", "solution", "comparison suite on the GPU", "tested")) == ("engine",)
+    assert attachments(NodeModel("T", "solution", "GPU execution", "trusted-unreviewed", is_trusted=True)) == ("gpu",)
+    assert attachments(NodeModel("G", "goal", "GPU", "supported")) == ()
+    assert attachments(NodeModel("S", "solution", "x", component="driver")) == ("driver",)
+    assert attachments(NodeModel("P", "solution", "x", "verified", categories=("kernel_proof",))) == (
+        "kernels", "kernel_proof")
+
+
+def test_nodes_that_do_not_apply_under_d_are_said_so():
+    scope = make_scope()
+    nodes = tuple(replace(n, status="not-applicable") if n.node_id == "T-gpu" else n for n in scope.nodes)
+    dot_text = dot_source(replace(scope, nodes=nodes))
+    assert "GPU\\n(not applicable under D)" in dot_text and "Driver and CUDA runtime\\n(no case node)" in dot_text
 
 
 def test_focus_draws_only_what_the_claim_rests_on():
