@@ -122,7 +122,10 @@ class ChainAppender:
             conn.exec_driver_sql(self._insert_subject_sql, subjects)
 
     def _producer_rows(self, records: list[PreparedRecord]) -> dict[str, str]:
-        """Producer run ids (as SQLAlchemy stores a Uuid on SQLite; PostgreSQL casts it) keyed by the producer's canonical JSON, inserting new runs."""
+        """Producer run ids keyed by the producer's canonical JSON, inserting new runs.
+
+        Ids are hex strings: what SQLAlchemy's Uuid stores on SQLite, and PostgreSQL casts them.
+        """
         by_json = {rec.producer_json: rec.producer for rec in records}
         digests = {text: content_digest_of_text(text) for text in by_json}
         self._resolve(ProducerRun, self._producer_ids, set(digests.values()))
@@ -134,7 +137,7 @@ class ChainAppender:
         return {text: self._producer_ids[digest].hex for text, digest in digests.items()}
 
     def _deployment_rows(self, records: list[PreparedRecord]) -> dict[str, str]:
-        """Deployment ids (hex) keyed by digest, inserting deployments seen for the first time."""
+        """Deployment ids (hex strings, as for producers) keyed by digest, inserting new deployments."""
         fields = {rec.deployment_digest: rec.deployment_fields for rec in records}
         self._resolve(Deployment, self._deployment_ids, set(fields))
         missing = [digest for digest in fields if digest not in self._deployment_ids]

@@ -93,6 +93,7 @@ def load_evidence(*, session: Session, deployment_digest: str | None = None,
                          .join(Deployment, EvidenceItem.deployment_id == Deployment.id)
                          .where(Deployment.digest == deployment_digest))
     conn = session.connection()  # Core execution: no ORM row processing for 100,000s of plain rows
+    rows = conn.execute(query).all()  # items first: subjects committed later belong to items not read
     shared: dict[tuple[str, str], SubjectView] = {}  # items mostly cover the same few subjects
     subjects: dict[int, list[SubjectView]] = defaultdict(list)
     for seq, uri, sha in conn.execute(subject_query).all():
@@ -107,7 +108,7 @@ def load_evidence(*, session: Session, deployment_digest: str | None = None,
                          subjects=tuple(subjects.get(seq, ())), details=loads(details) if with_details else {},
                          seq=seq)
             for (record_id, category, obligation, status, summary, produced_at, content_digest, seq, deployment,
-                 tool, version, details) in conn.execute(query).all()]
+                 tool, version, details) in rows]
 
 
 def load_details(*, session: Session, item_ids: Iterable[str]) -> dict[str, dict[str, Any]]:

@@ -18,6 +18,7 @@ from evidence_db.canonical import canonical_json
 from evidence_db.chain import (GENESIS_DIGEST, KIND_EVIDENCE, KIND_REVIEW, chain_link, content_digest_of_text,
                                deployment_json, evidence_content_json, producer_json, review_content,
                                subjects_json)
+from evidence_db.engine import PG_LOCK_KEY
 from evidence_db.models import MAIN_CHAIN, ChainHead, Deployment, EvidenceItem, ProducerRun, Review, Subject
 from evidence_db.views import ChainFault, ChainReport
 
@@ -36,7 +37,14 @@ def _raw_id(column: Any) -> Any:
 
 
 def verify_chain(*, session: Session) -> ChainReport:
-    """Recompute the whole chain; the report lists faults in seq order (empty when intact)."""
+    """Recompute the whole chain; the report lists faults in seq order (empty when intact).
+
+    Reads one consistent state: SQLite reads from one snapshot; on PostgreSQL verification
+    holds the write lock in shared mode, so appends wait until it is done.
+    """
+    conn = session.connection()
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock_shared({PG_LOCK_KEY})")
     head = session.execute(select(ChainHead.seq, ChainHead.chain_digest)
                            .where(ChainHead.name == MAIN_CHAIN)).one_or_none()
     if head is None:

@@ -8,6 +8,7 @@ import typer
 
 from assurance.cli._common import EXIT_FINDINGS, DbOption, JsonOption, err_console
 from assurance.cli.db import store_errors
+from evidence_db.views import ChainFault
 
 audit_app = typer.Typer(name="audit", help="Audit the evidence store and the assurance case.", no_args_is_help=True)
 
@@ -42,11 +43,11 @@ def verify(db: DbOption = None, json_output: JsonOption = False) -> None:
         raise typer.Exit(EXIT_FINDINGS)
 
 
-def _label(fault) -> str:
+def _label(fault: ChainFault) -> str:
     return f"{fault.kind} {fault.key!r}" if fault.key else fault.kind
 
 
-def _fault_json(fault) -> dict:
+def _fault_json(fault: ChainFault) -> dict[str, object]:
     return {"seq": fault.seq, "kind": fault.kind, "key": fault.key, "reason": fault.reason}
 
 
