@@ -18,8 +18,10 @@ __all__ = ["KernelProofRow", "CheckRow", "SuiteRow", "kernel_proof_rows", "runti
 
 MAX_WITNESSES = 5
 _WITNESS_KEYS = ("witness", "first_mismatch", "first_diff_position", "first_differing_position",
-                 "max_abs_diff", "largest_difference", "counterexample", "cached_tokens",
-                 "num_chunks")
+                 "max_abs_diff", "largest_difference", "counterexample", "findings", "problems",
+                 "cached_tokens", "num_chunks", "witnesses", "run_witnesses")
+# Comparison counts a suite run reports in its details, summed over the suite's items.
+_COMPARISON_KEYS = ("num_comparisons", "num_passed", "num_failed", "num_errors")
 
 
 def detail(item: EvidenceModel, *keys: str) -> str:
@@ -70,11 +72,14 @@ def kernel_proof_rows(items: Iterable[EvidenceModel]) -> list[KernelProofRow]:
         latest = _latest(members)
         obligations = next((latest.details[k] for k in ("num_obligations", "obligations")
                             if k in latest.details), "")
+        if "obligations_total" in latest.details:  # the verifier reports proved / total
+            obligations = f"{clean_text(latest.details.get('obligations_proved', '?'))}/" \
+                          f"{clean_text(latest.details['obligations_total'])}"
         rows.append(KernelProofRow(
             item=latest, kernel=kernel, configuration=configuration,
             verifier_version=detail(latest, "verifier_version") or clean_text(latest.producer_version),
             num_obligations=_count(obligations),
-            time_s=detail(latest, "time_s", "elapsed_s", "duration_s", "solver_time_s"),
+            time_s=detail(latest, "time_s", "seconds", "elapsed_s", "duration_s", "solver_time_s"),
             counts=dict(sorted(Counter(i.status for i in members).items())), num_items=len(members)))
     return sorted(rows, key=lambda r: (r.is_passing, r.kernel, r.configuration))
 
@@ -105,11 +110,17 @@ def runtime_check_rows(items: Iterable[EvidenceModel]) -> list[CheckRow]:
 
 @dataclass(frozen=True, slots=True)
 class SuiteRow:
-    """A comparison suite (or another group of test results) with counts and witnesses."""
+    """A comparison suite (or another group of test results) with counts and witnesses.
+
+    ``counts`` counts the suite's evidence items by status; ``comparisons`` sums the comparison
+    counts the items report (``num_comparisons``, ``num_passed``, …), empty when none does.
+    """
 
     suite: str
     counts: dict[str, int]
     num_items: int
+    comparisons: dict[str, int]
+    num_expected_comparisons: int | None
     witnesses: tuple[tuple[EvidenceModel, dict[str, str]], ...]
     num_witnesses_left_out: int
 
@@ -118,12 +129,26 @@ class SuiteRow:
         return self.counts.get("pass", 0) == self.num_items
 
 
+def _witness_text(value: Any) -> str:
+    """A witness value as text; of a mapping of many witnesses, the first and how many more."""
+    if isinstance(value, dict) and len(value) > 1:
+        first = next(iter(sorted(value, key=str)))
+        return clean_text({first: value[first]}) + f" (and {len(value) - 1} more)"
+    return clean_text(value)
+
+
+def _witnesses(item: EvidenceModel) -> dict[str, str]:
+    return {k: _witness_text(item.details[k]) for k in _WITNESS_KEYS
+            if k in item.details and item.details[k] not in (None, "", [], {})}
+
+
 def suite_rows(items: Iterable[EvidenceModel]) -> list[SuiteRow]:
     """Test results grouped by ``details.suite`` (else obligation), failing suites first.
 
     Witnesses are the failing items with their witness details (first differing position,
-    largest difference, …); for a passing suite, the first items that carry witness details
-    (a chunk count, cached tokens) show that the suite exercised what it claims.
+    largest difference, findings, …); for a passing suite, the first items that carry witness
+    details (per-comparison witnesses, chunk counts, cached tokens) show that the suite
+    exercised what it claims.
     """
     groups: dict[str, list[EvidenceModel]] = defaultdict(list)
     for item in items:
@@ -133,11 +158,15 @@ def suite_rows(items: Iterable[EvidenceModel]) -> list[SuiteRow]:
     for suite, members in groups.items():
         members.sort(key=lambda i: i.item_id)
         counts = Counter(i.status for i in members)
+        comparisons = {k: sum(i.details[k] for i in members if isinstance(i.details.get(k), int))
+                       for k in _COMPARISON_KEYS if any(isinstance(i.details.get(k), int) for i in members)}
+        expected = [i.details["suite_expected_comparisons"] for i in members
+                    if isinstance(i.details.get("suite_expected_comparisons"), int)]
         failing = [i for i in members if i.status != "pass"]
-        candidates = failing or [i for i in members if any(k in i.details for k in _WITNESS_KEYS)]
-        witnesses = tuple((i, {k: clean_text(i.details[k]) for k in _WITNESS_KEYS if k in i.details})
-                          for i in candidates[:MAX_WITNESSES])
-        rows.append(SuiteRow(suite, dict(sorted(counts.items())), len(members), witnesses,
+        candidates = failing or [i for i in members if _witnesses(i)]
+        witnesses = tuple((i, _witnesses(i)) for i in candidates[:MAX_WITNESSES])
+        rows.append(SuiteRow(suite, dict(sorted(counts.items())), len(members), comparisons,
+                             max(expected) if expected else None, witnesses,
                              max(0, len(candidates) - MAX_WITNESSES)))
     return sorted(rows, key=lambda r: (r.is_passing, r.suite))
 

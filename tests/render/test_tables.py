@@ -42,3 +42,17 @@ def test_tables_are_capped_with_problems_first_and_what_was_left_out_counted():
     assert table["num_left_out"] == 50 and table["num_problems_left_out"] == 0
     assert all(not r.is_passing for r in table["rows"][:4])  # the four failing checks come first
     assert [r.item.item_id for r in runtime_check_rows(checks)][:2] == ["c0000", "c0100"]
+
+
+def test_verifier_and_comparison_details_are_read():
+    proof = _ev("p", "kernel_proof", kernel="embedding_kernel", configuration={"BLOCK_H": 64},
+                obligations_proved=18, obligations_total=19, seconds=0.161)
+    (row,) = kernel_proof_rows([proof])
+    assert (row.num_obligations, row.time_s, row.configuration) == ("18/19", "0.161", '{"BLOCK_H": 64}')
+    units = [_ev(f"u{i}", "test_result", suite="batch", num_comparisons=32, num_passed=32, num_failed=0,
+                 suite_expected_comparisons=296, witnesses={f"w{j}": {"cached_tokens": j} for j in range(3)})
+             for i in range(2)]
+    (suite,) = suite_rows(units)
+    assert suite.comparisons == {"num_comparisons": 64, "num_passed": 64, "num_failed": 0}
+    assert suite.num_expected_comparisons == 296
+    assert suite.witnesses[0][1] == {"witnesses": '{"w0": {"cached_tokens": 0}} (and 2 more)'}
