@@ -42,7 +42,8 @@ sys.path.insert(0, str(_BENCH.parent))
 import torch  # noqa: E402
 
 from bench.engine_gpu_baselines import torch_eager_decode, transformers_generate  # noqa: E402
-from bench.engine_gpu_common import Budget, copy_rate_bytes_per_s, environment, free_cuda, log  # noqa: E402
+from bench.engine_gpu_common import (Budget, copy_rate_bytes_per_s, environment, free_cuda, guarded,  # noqa: E402
+                                     log)
 from bench.engine_gpu_determinism import determinism_checks  # noqa: E402
 from bench.engine_gpu_report import markdown  # noqa: E402
 from bench.engine_gpu_workloads import (FULL_MULTI_TURN, QUICK_MULTI_TURN, decode_by_context,  # noqa: E402
@@ -126,25 +127,34 @@ def main(argv: list[str] | None = None) -> int:
         engines: dict[str, Any] = {}
 
         def perf_engine() -> Any:
-            if "graphs" not in engines:
-                engines["graphs"] = open_engine(model_dir, cuda_graphs=True)
-            return engines["graphs"]
+            """The engine with CUDA graphs; an eager one (recorded as such) if capture fails."""
+            if "perf" not in engines:
+                opened = guarded("engine with CUDA graphs", lambda: {"engine": open_engine(model_dir, cuda_graphs=True)})
+                engines["graph_error"] = opened.get("error")
+                engines["perf"] = opened.get("engine") or open_engine(model_dir, cuda_graphs=False)
+            return engines["perf"]
+
+        def with_mode(result: dict[str, Any]) -> dict[str, Any]:
+            engine = perf_engine()
+            return {**result, "cuda_graphs": engine.config.cuda_graphs, "graph_capture_error": engines["graph_error"]}
 
         def engine_decode() -> dict[str, Any]:
             engine = perf_engine()
+            key = "graphs" if engine.config.cuda_graphs else "eager"
             out = {"deployment": engine.deployment.digest, "limits": engine.config.limits(),
-                   "graphs": decode_by_context(engine, contexts=config["contexts"], new_tokens=config["new_tokens"],
-                                               **common)}
-            eager = open_engine(model_dir, cuda_graphs=False)
-            out["eager"] = decode_by_context(eager, contexts=[c for c in config["contexts"] if c <= 1024],
-                                             new_tokens=min(64, config["new_tokens"]), **common)
-            del eager
-            free_cuda()
-            return out
+                   key: decode_by_context(engine, contexts=config["contexts"], new_tokens=config["new_tokens"],
+                                          **common)}
+            if key == "graphs":
+                eager = open_engine(model_dir, cuda_graphs=False)
+                out["eager"] = decode_by_context(eager, contexts=[c for c in config["contexts"] if c <= 1024],
+                                                 new_tokens=min(64, config["new_tokens"]), **common)
+                del eager
+                free_cuda()
+            return with_mode(out)
 
         run.part("engine_decode", engine_decode)
-        run.part("engine_prefill", lambda: prefill_throughput(perf_engine(), shapes=config["prefill_shapes"],
-                                                              repeats=config["repeats"], budget=budget))
+        run.part("engine_prefill", lambda: with_mode({"shapes": prefill_throughput(
+            perf_engine(), shapes=config["prefill_shapes"], repeats=config["repeats"], budget=budget)}))
         run.part("torch_eager", lambda: torch_eager_decode(model_dir, contexts=config["contexts"],
                                                            new_tokens=config["new_tokens"], **common))
         free_cuda()
@@ -153,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             prefill_shapes=config["prefill_shapes"], **common))
         free_cuda()
         spec = QUICK_MULTI_TURN if args.quick else FULL_MULTI_TURN
-        run.part("multi_turn", lambda: multi_turn(perf_engine(), spec, budget=budget, reserve_s=10.0))
+        run.part("multi_turn", lambda: with_mode(multi_turn(perf_engine(), spec, budget=budget, reserve_s=10.0)))
         print(markdown(run.results, run.spec), flush=True)
         return 0
     finally:

@@ -55,7 +55,7 @@ def _decode_table(results: dict[str, Any], spec: Any) -> list[str]:
 
 def _prefill_table(results: dict[str, Any]) -> list[str]:
     parts = results["parts"]
-    engine = parts.get("engine_prefill", {}).get("result", {})
+    engine = parts.get("engine_prefill", {}).get("result", {}).get("shapes", {})
     hf = parts.get("transformers", {}).get("result", {}).get("prefill", {})
     lines = ["| batch × prompt tokens | engine | transformers | engine / transformers |", "|---|---|---|---|"]
     for key in sorted(set(engine) | set(hf)):
