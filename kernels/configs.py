@@ -38,6 +38,11 @@ _KEY_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")  # no ':' or spaces: s
 # bf16 matmul: at least this many column tiles, so a decode launch (M <= BLOCK_M) spreads a
 # weight over two waves of a 132-SM GPU. Depends on N only, never on M.
 MIN_COLUMN_PROGRAMS = 256
+# Paged attention tile: query tokens per block (tile rows, >= 16 for tl.dot) and keys per KV tile.
+ATTENTION_QUERIES = 64
+ATTENTION_KEYS = 64
+ATTENTION_WARPS = 4
+ATTENTION_STAGES = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,11 +202,15 @@ def store_kv_config(*, num_kv_heads: int, head_dim: int, page_size: int, dtype: 
 @lru_cache(maxsize=None)
 def paged_attention_config(*, num_heads: int, num_kv_heads: int, head_dim: int, page_size: int,
                            scale: float, dtype: str) -> LaunchConfig:
-    """Paged causal attention: one program per (query token, KV head), KV tile = one page.
+    """Paged causal attention: one query head x BLOCK_Q query tokens per program, KV tiles of BLOCK_N keys.
 
-    ``tl.dot`` needs 16 rows and columns: the GROUP query heads of a KV head are the rows of a
-    BLOCK_G >= 16 tile, and a KV tile holds BLOCK_N = max(16, page_size) keys (pages smaller
-    than 16 slots are grouped). head_dim must be a power of two >= 16, page_size a power of two.
+    The BLOCK_Q = ATTENTION_QUERIES query tokens of a block are the rows of one ``tl.dot`` tile
+    (at least 16, what ``tl.dot`` needs), so prefill reads each KV tile once per query block
+    instead of once per token; GROUP = num_heads / num_kv_heads maps a query head to its KV
+    head (the GROUP programs of a KV head read the same KV, mostly from L2). A KV tile holds
+    BLOCK_N = max(ATTENTION_KEYS, page_size) keys (several pages when pages are small; each key is
+    read through its own block-table entry). head_dim must be a power of two >= 16, page_size a
+    power of two.
     """
     _check_positive(num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, page_size=page_size)
     _check_dtype(dtype)
@@ -212,9 +221,10 @@ def paged_attention_config(*, num_heads: int, num_kv_heads: int, head_dim: int, 
                          f"got {head_dim}, {page_size}")
     if not scale > 0:
         raise ValueError(f"scale must be positive, got {scale!r}")
-    group = num_heads // num_kv_heads
     return _make("paged_attention", f"hq{num_heads}_hkv{num_kv_heads}_d{head_dim}_p{page_size}",
-                 {"GROUP": group, "BLOCK_G": max(16, _next_pow2(group)), "D": head_dim, "PAGE_SIZE": page_size,
-                  "BLOCK_N": max(16, page_size), "SCALE": _as_float32(scale), "DTYPE": dtype},
-                 4, 3, {"num_heads": num_heads, "num_kv_heads": num_kv_heads, "head_dim": head_dim,
-                        "page_size": page_size, "dtype": dtype})
+                 {"GROUP": num_heads // num_kv_heads, "BLOCK_Q": ATTENTION_QUERIES, "D": head_dim,
+                  "PAGE_SIZE": page_size, "BLOCK_N": max(ATTENTION_KEYS, page_size), "SCALE": _as_float32(scale),
+                  "DTYPE": dtype},
+                 ATTENTION_WARPS, ATTENTION_STAGES,
+                 {"num_heads": num_heads, "num_kv_heads": num_kv_heads, "head_dim": head_dim,
+                  "page_size": page_size, "dtype": dtype})

@@ -1,15 +1,17 @@
 """The CPU path of paged attention: per query, the kernel's KV-tile loop, vectorised over queries.
 
 Query t visits tiles of BLOCK_N key positions, j = 0 .. positions[t] // BLOCK_N, in ascending
-order, each key read from page ``block_table[b, key // PAGE_SIZE]``, like the Triton kernel's
-program for t (same tiles, masks, online softmax and -inf clamp; the arithmetic inside a tile
-is the CPU's own, so CPU and GPU agree within tolerance, not bitwise). The loop over j runs to
-the batch's longest query, but a query takes the update of tile j only while j is one of its
-own tiles; otherwise ``where`` keeps its state untouched (a selection, not arithmetic), so
-extra iterations cannot change it. Keys past the query's position are replaced by zeros
-before use (their block-table entries and slots are never read), scored -inf and weighted +0,
-so poisoned slots (NaN, inf, stale data) never reach the result. Dot products and sums are
-``tree_sum`` over a fixed [BLOCK_N, D] tile and ``exp`` is the position-independent one.
+order, each key read from page ``block_table[b, key // PAGE_SIZE]``, with the Triton kernel's
+tiles, masks, online softmax and -inf clamp (the arithmetic inside a tile is the CPU's own, so
+CPU and GPU agree within tolerance, not bitwise). The Triton kernel also runs, for a query that
+is not the last of its query block, the block's later tiles, which are fully masked for it and
+exact identity steps; here the loop over j runs to the batch's longest query, and a query takes
+the update of tile j only while j is one of its own tiles; otherwise ``where`` keeps its state
+untouched (a selection, not arithmetic), so extra iterations cannot change it. Keys past the
+query's position are replaced by zeros before use (their block-table entries and slots are
+never read), scored -inf and weighted +0, so poisoned slots (NaN, inf, stale data) never reach
+the result. Dot products and sums are ``tree_sum`` over a fixed [BLOCK_N, D] tile and ``exp``
+is the position-independent one.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ __all__ = ["paged_attention"]
 
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
-                    seq_idx: torch.Tensor, positions: torch.Tensor, out: torch.Tensor, entry: PlanEntry) -> None:
+                    query_start_loc: torch.Tensor, seq_lens: torch.Tensor, seq_idx: torch.Tensor, out: torch.Tensor,
+                    entry: PlanEntry) -> None:
     """Causal paged attention of every query token; writes ``out``."""
-    check_paged_attention(q, k_cache, v_cache, block_table, seq_idx, positions, out, entry)
+    check_paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry)
     c = entry.constexpr_dict()
     group, head_dim, page_size, block_n, scale = c["GROUP"], c["D"], c["PAGE_SIZE"], c["BLOCK_N"], c["SCALE"]
     num_tokens, num_heads = q.shape[0], q.shape[1]
@@ -34,7 +37,9 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         return
     num_kv_heads = num_heads // group
     qf = q.float().reshape(num_tokens, num_kv_heads, group, head_dim)  # qf: [T, Hkv, G, D]
-    pos, seq = positions.long(), seq_idx.long()
+    seq, starts = seq_idx.long(), query_start_loc.long()
+    contexts = seq_lens.long() - (starts[1:] - starts[:-1])  # [B]: KV cached before this step
+    pos = contexts[seq] + torch.arange(num_tokens) - starts[seq]  # [T]: each query's position
     num_tiles = pos // block_n + 1  # [T]
     tables = block_table.long()
     key_offsets = torch.arange(block_n)

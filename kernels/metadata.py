@@ -9,8 +9,19 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["attention_token_metadata", "check_token_ids", "check_positions", "check_slots",
+__all__ = ["token_requests", "attention_token_metadata", "check_token_ids", "check_positions", "check_slots",
            "check_attention_metadata"]
+
+
+def token_requests(query_start_loc: torch.Tensor, num_tokens: int) -> torch.Tensor:
+    """seq_idx [T] int32: the request of each query token (token ``query_start_loc[b] + i`` is b's).
+
+    Integer ops only, on the tensor's device, without a host sync.
+    """
+    # query_start_loc: [B + 1] int32
+    starts = query_start_loc.long()
+    requests = torch.arange(starts.shape[0] - 1, device=query_start_loc.device)
+    return torch.repeat_interleave(requests, starts[1:] - starts[:-1], output_size=num_tokens).to(torch.int32)
 
 
 def attention_token_metadata(query_start_loc: torch.Tensor, seq_lens: torch.Tensor,
@@ -21,12 +32,10 @@ def attention_token_metadata(query_start_loc: torch.Tensor, seq_lens: torch.Tens
     ``seq_lens[b] - q_len_b + i``. Integer ops only, on the tensors' device, without a host sync.
     """
     # query_start_loc: [B + 1] int32; seq_lens: [B] int32
-    device = seq_lens.device
     starts = query_start_loc.long()
     q_lens = starts[1:] - starts[:-1]  # [B]
-    seq_idx = torch.repeat_interleave(torch.arange(seq_lens.shape[0], device=device), q_lens,
-                                      output_size=num_tokens)  # [T]
-    token = torch.arange(num_tokens, device=device)
+    seq_idx = token_requests(query_start_loc, num_tokens).long()  # [T]
+    token = torch.arange(num_tokens, device=seq_lens.device)
     positions = (seq_lens.long() - q_lens)[seq_idx] + token - starts[:-1][seq_idx]
     return seq_idx.to(torch.int32), positions.to(torch.int32)
 

@@ -144,10 +144,11 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     if metadata_checks_enabled():
         metadata.check_attention_metadata(query_start_loc, seq_lens, block_table, num_tokens,
                                           k_cache.shape[0], k_cache.shape[1])
-    seq_idx, positions = metadata.attention_token_metadata(query_start_loc, seq_lens, num_tokens)
+    seq_idx = metadata.token_requests(query_start_loc, num_tokens)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     if _on_cuda(q, k_cache, v_cache, block_table, query_start_loc, seq_lens):
-        launch_paged_attention(q, k_cache, v_cache, block_table, seq_idx, positions, out, entry)
+        launch_paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry)
     else:
-        cpu_attention.paged_attention(q, k_cache, v_cache, block_table, seq_idx, positions, out, entry)
+        cpu_attention.paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out,
+                                      entry)
     return out

@@ -21,7 +21,8 @@ _POINTERS = {"float32": "*fp32", "bfloat16": "*bf16"}
 # Index pointers by kernel; every other pointer holds activations of the entry's dtype.
 _INDEX_POINTERS = {("embedding", "ids_ptr"): "*i64", ("store_kv", "slot_ptr"): "*i64", ("rope", "pos_ptr"): "*i64",
                    ("rope", "cs_ptr"): "*fp32", ("paged_attention", "block_table_ptr"): "*i32",
-                   ("paged_attention", "seq_idx_ptr"): "*i32", ("paged_attention", "pos_ptr"): "*i32"}
+                   ("paged_attention", "query_start_ptr"): "*i32", ("paged_attention", "seq_lens_ptr"): "*i32",
+                   ("paged_attention", "seq_idx_ptr"): "*i32"}
 
 
 def compile_for_sm90(entry: PlanEntry):
