@@ -26,6 +26,9 @@ from proofs.tir import FNode, Loop
 __all__ = ["LoopProof", "prove_loop_result"]
 
 
+_SPLIT = (("first", "first"), ("first", "later"), ("later", "first"), ("later", "later"))
+
+
 class LoopProof:
     """Pairing of loop ``loop_a`` of launch A with ``loop_b`` of launch B under one context."""
 
@@ -50,7 +53,11 @@ class LoopProof:
             return {}
         if not {n for n, _, _ in self.reaches.values()} <= self.entry_for:
             self._prepare_kinds()
-        return self.entry.get((run, self.cls[0 if run == "A" else 1]), {})
+        cls = self.cls[0 if run == "A" else 1]
+        if cls == "any":
+            first, later = self.entry.get((run, "first"), {}), self.entry.get((run, "later"), {})
+            return {n: first.get(n, frozenset()) | later.get(n, frozenset()) for n in set(first) | set(later)}
+        return self.entry.get((run, cls), {})
 
     def reach(self, name: str, la: tuple, lb: tuple) -> None:
         key = (name, tuple(x.get_id() for x in la), tuple(x.get_id() for x in lb))
@@ -146,25 +153,38 @@ class LoopProof:
         while self.todo:
             name, la, lb = self.reaches[self.todo.pop()]
             w.pair(a.init[name], la, b.init[name], lb)
-            for cls in (("first", "first"), ("first", "later"), ("later", "first"), ("later", "later")):
-                cond = z3.And(self.ranges, a.it == 0 if cls[0] == "first" else a.it >= 1,
-                              b.it == 0 if cls[1] == "first" else b.it >= 1)
-                if not self.ctx.possible(cond):
-                    continue
-                self.cls = cls
-                w.active.append(self)
-                try:
-                    with self.ctx.assume(cond):
-                        w.pair(a.next[name], la, b.next[name], lb)
-                finally:
-                    w.active.pop()
-                    self.cls = None
+            # One walk with the carried classes of all iterations joined is usually enough; the
+            # first iteration is split from the others only when that walk fails.
+            mark = len(self.ctx.obligations)
+            try:
+                self._walk_next(name, la, lb, [("any", "any")])
+            except Failed:
+                del self.ctx.obligations[mark:]
+                self._walk_next(name, la, lb, _SPLIT)
         for label, (kind, cond) in self.extras.items():
             run = label[0]
             if self.ctx.possible(cond):
                 if not {n for n, _, _ in self.reaches.values()} <= self.entry_for:
                     self._prepare_kinds()
                 self._identity(run, kind, cond)
+
+    def _walk_next(self, name: str, la: tuple, lb: tuple, classes) -> None:
+        a, b, w = self.loop_a, self.loop_b, self.w
+        for cls in classes:
+            parts = [self.ranges]
+            for it, c in ((a.it, cls[0]), (b.it, cls[1])):
+                parts += [it == 0] if c == "first" else [it >= 1] if c == "later" else []
+            cond = z3.And(*parts)
+            if not self.ctx.possible(cond):
+                continue
+            self.cls = cls
+            w.active.append(self)
+            try:
+                with self.ctx.assume(cond):
+                    w.pair(a.next[name], la, b.next[name], lb)
+            finally:
+                w.active.pop()
+                self.cls = None
 
     # -- extra iterations -------------------------------------------------------------------
     def _identity(self, run: str, kind: str, cond: z3.BoolRef) -> None:

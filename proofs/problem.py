@@ -60,6 +60,8 @@ class Problem:
     premises_used: list[str] = field(default_factory=list)
     demand: dict[str, str] = field(default_factory=dict)  # tensor -> how its demanded reads are related
     identities: list[str] = field(default_factory=list)
+    _instances: dict = field(default_factory=dict)  # instantiated each-premises, by (premise, elements)
+    _keep: list = field(default_factory=list)  # keeps instantiated elements alive (their ids key the cache)
 
     def __post_init__(self) -> None:
         self.ctx = Ctx(self.timeout_ms, self.app_premises)
@@ -74,31 +76,36 @@ class Problem:
         """Premises about integer-tensor contents newly occurring in a query: value ranges,
         ``each`` premises (for every combination with known elements too) and distinctness."""
         out, done = [], set()
-        pool = list(known) + list(new)
+        by_name: dict[str, list] = {}
+        for a in list(known) + list(new):
+            by_name.setdefault(a.decl().name(), []).append(a)
         for app in new:
-            name, _, run = app.decl().name().rpartition("@")
+            decl = app.decl().name()
+            name, _, run = decl.rpartition("@")
             spec = self.contract.tensors.get(name)
             if spec is None:
                 continue
             names = self.launch(run).names
             for tensors, placeholders, premise in names.each(name):
-                choices = []
-                for t in tensors:
-                    decl = names.uf(t)
-                    choices.append([a for a in pool if a.decl().eq(decl)])
+                choices = [by_name.get(f"{t}@{run}", []) for t in tensors]
                 for combo in itertools.product(*choices):
                     ids = tuple(a.get_id() for a in combo)
-                    if app.get_id() not in ids or (id(premise), ids) in done:
+                    key = (premise.get_id(), ids)
+                    if app.get_id() not in ids or key in done:
                         continue
-                    done.add((id(premise), ids))
-                    args = [c for a in combo for c in a.children()]
-                    out.append(z3.substitute(premise, *zip(placeholders, args)))
+                    done.add(key)
+                    inst = self._instances.get(key)
+                    if inst is None:
+                        args = [c for a in combo for c in a.children()]
+                        inst = self._instances[key] = z3.substitute(premise, *zip(placeholders, args))
+                        self._keep.append(combo)
+                    out.append(inst)
             if spec.values is not None:
                 lo, hi = (names.expr(v) for v in spec.values)
                 out += [app >= lo, app < hi]
             if spec.distinct:
-                for other in pool:
-                    if other.decl().eq(app.decl()) and other.get_id() != app.get_id():
+                for other in by_name[decl]:
+                    if other.get_id() != app.get_id():
                         differ = z3.Or(*[p != q for p, q in zip(app.children(), other.children())])
                         out.append(z3.Implies(z3.And(differ, app >= 0, other >= 0), app != other))
         return out

@@ -19,33 +19,50 @@ import z3
 
 from proofs.contract import TensorSpec
 from proofs.errors import Unsupported
-from proofs.tlcalls import layout_problem
+from proofs.tlmemory import layout_problem
 from proofs.layout import decompose
 from proofs.tir import FNode, lanes_subst
 
 __all__ = ["pair_load", "ints_related", "related_indices"]
 
 
-def _apps_pairs(ta: z3.ExprRef, tb: z3.ExprRef, pa: list, pb: list, out: list) -> bool:
-    """Collect corresponding tensor-content applications of two same-shaped terms."""
+_PAIRS: dict[tuple, tuple] = {}
+
+
+def _apps_pairs(ta: z3.ExprRef, tb: z3.ExprRef) -> list | None:
+    """Corresponding tensor-content applications of two same-shaped terms, with the ``If``
+    conditions (of A and of B) under which each occurs; None if the terms differ in shape."""
+    key = (ta.get_id(), tb.get_id())
+    hit = _PAIRS.get(key)
+    if hit is None:
+        hit = _PAIRS[key] = (ta, tb, _apps_pairs_uncached(ta, tb))  # keeps the keyed terms alive
+    return hit[2]
+
+
+def _apps_pairs_uncached(ta: z3.ExprRef, tb: z3.ExprRef) -> list | None:
+    if not _find_apps(ta) and not _find_apps(tb):
+        return []
     if ta.num_args() != tb.num_args() or (ta.num_args() and ta.decl().kind() != tb.decl().kind()):
-        return False
+        return None
+    out = []
     if z3.is_app(ta) and ta.num_args() and ta.decl().kind() == z3.Z3_OP_UNINTERPRETED:
         na, nb = ta.decl().name(), tb.decl().name()
         if na.rpartition("@")[0] != nb.rpartition("@")[0]:
-            return False
+            return None
         if "@" in na and not na.startswith(("undef", "opaque")):
-            out.append((ta, tb, list(pa), list(pb)))
+            out.append((ta, tb, (), ()))
     if z3.is_app_of(ta, z3.Z3_OP_ITE):
         c1, c2 = ta.arg(0), tb.arg(0)
-        ok = _apps_pairs(c1, c2, pa, pb, out)
-        ok &= _apps_pairs(ta.arg(1), tb.arg(1), pa + [c1], pb + [c2], out)
-        ok &= _apps_pairs(ta.arg(2), tb.arg(2), pa + [z3.Not(c1)], pb + [z3.Not(c2)], out)
-        return ok
-    ok = True
-    for x, y in zip(ta.children(), tb.children()):
-        ok &= _apps_pairs(x, y, pa, pb, out)
-    return ok
+        parts = [(c1, c2, (), ()), (ta.arg(1), tb.arg(1), (c1,), (c2,)),
+                 (ta.arg(2), tb.arg(2), (z3.Not(c1),), (z3.Not(c2),))]
+    else:
+        parts = [(x, y, (), ()) for x, y in zip(ta.children(), tb.children())]
+    for x, y, pa, pb in parts:
+        inner = _apps_pairs(x, y)
+        if inner is None:
+            return None
+        out += [(a, b, pa + qa, pb + qb) for a, b, qa, qb in inner]
+    return out
 
 
 def related_indices(walker, spec: TensorSpec, ia: tuple, ib: tuple, line: int, what: str) -> None:
@@ -110,10 +127,10 @@ def ints_related(walker, pairs: list, line: int) -> Iterator[None]:
     """Relate the integer-tensor contents inside corresponding terms, then assume them equal."""
     found: list = []
     for ta, tb in pairs:
-        if not _find_apps(ta) and not _find_apps(tb):
-            continue
-        if not _apps_pairs(ta, tb, [], [], found):
+        inner = _apps_pairs(ta, tb)
+        if inner is None:
             raise walker.fail("pairing", f"integer terms at line {line} differ in structure between launches", line)
+        found += inner
     premises = []
     for app_a, app_b, pa, pb in found:
         name = app_a.decl().name().rpartition("@")[0]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import z3
 
 from proofs.errors import Unsupported
-from proofs.tlcalls import layout_problem
+from proofs.tlmemory import layout_problem
 from proofs.layout import decompose
 from proofs.problem import Launch, Problem
 from proofs.smt import I32
@@ -102,14 +102,13 @@ def check_safety(prob: Problem, launch: Launch) -> None:
                 raise Unsupported("address", acc.line, layout_problem(acc.tensor, acc.offset, spec.strides))
             inb = z3.And(*[z3.And(i >= 0, i < d) for i, d in zip(idx, launch.dims(spec))])
             live = acc.mask if acc.mask is not None else z3.BoolVal(True)
-            ctx.require(z3.Implies(live, inb), pass_name="safety", what=f"{where} stays in bounds", line=acc.line)
-            offs = _no_wrap(prob, launch, spec, _subterms32(acc.offset, ir.widths))
-            ctx.require(z3.Implies(live, offs), pass_name="safety",
-                        what=f"{where}: 32-bit address arithmetic does not wrap", line=acc.line)
             masks = _subterms32(acc.mask, ir.widths)
+            goals = [(z3.Implies(live, inb), f"{where} stays in bounds"),
+                     (z3.Implies(live, _no_wrap(prob, launch, spec, _subterms32(acc.offset, ir.widths))),
+                      f"{where}: 32-bit address arithmetic does not wrap")]
             if masks:
-                ctx.require(_no_wrap(prob, launch, None, masks), pass_name="safety",
-                            what=f"{where}: 32-bit mask arithmetic does not wrap", line=acc.line)
+                goals.append((_no_wrap(prob, launch, None, masks), f"{where}: 32-bit mask arithmetic does not wrap"))
+            _require_all(ctx, goals, acc.line)
     for term, multiple, line, shape, loops, kind in ir.hints:
         if kind != "multiple_of":
             prob.premises_used.append(f"compiler hint tl.{kind} at line {line} holds (trusted)")
@@ -117,6 +116,17 @@ def check_safety(prob: Problem, launch: Launch) -> None:
         with ctx.assume(*_lane_ranges(shape), *[ir.loops[i].in_range() for i in loops]):
             ctx.require(term % multiple == 0, pass_name="safety",
                         what=f"launch {run}: tl.multiple_of({multiple}) at line {line} holds", line=line)
+
+
+def _require_all(ctx, goals: list, line: int) -> None:
+    """One query for all of a site's obligations; on failure, find and report the failing one."""
+    ob = ctx.prove(z3.And(*[g for g, _ in goals]), pass_name="safety",
+                   what="; ".join(what for _, what in goals), line=line)
+    if ob.status == "proved":
+        return
+    ctx.obligations.pop()
+    for goal, what in goals:  # the conjunction may exceed the resource limit where its parts do not
+        ctx.require(goal, pass_name="safety", what=what, line=line)
 
 
 def _enclosing(ir, loop_id: int | None) -> list[int]:

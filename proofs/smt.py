@@ -8,7 +8,6 @@ counterexample.
 
 from __future__ import annotations
 
-import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -48,31 +47,33 @@ class Failed(Exception):
 
 
 _APPS: dict[int, tuple] = {}
-_APP_TOKEN = re.compile(r"\(\|?([^\s()|]+@[AB]'?)\|? ")
 
 
-def uf_apps(term: z3.ExprRef) -> list[z3.ExprRef]:
-    """Applications of integer-tensor functions (names like ``T@A``) inside ``term``."""
-    key = term.get_id()
-    hit = _APPS.get(key)
+def _is_tensor_app(t: z3.ExprRef) -> bool:
+    if not z3.is_app(t) or t.num_args() == 0 or t.decl().kind() != z3.Z3_OP_UNINTERPRETED:
+        return False
+    name = t.decl().name()
+    return "@" in name and not name.startswith(("undef", "opaque"))
+
+
+def uf_apps(term: z3.ExprRef) -> tuple[z3.ExprRef, ...]:
+    """Applications of integer-tensor functions (names like ``T@A``) inside ``term``.
+
+    Memoised per subterm, so terms sharing large subterms cost one visit each.
+    """
+    hit = _APPS.get(term.get_id())
     if hit is not None:
         return hit[1]
-    names = [n for n in _APP_TOKEN.findall(term.sexpr()) if not n.startswith(("undef", "opaque"))]
-    if not names:
-        _APPS[key] = (term, [])
-        return []
-    out, seen, todo = [], set(), [term]
-    while todo:
-        t = todo.pop()
-        if t.get_id() in seen or z3.is_quantifier(t):
-            continue
-        seen.add(t.get_id())
-        if z3.is_app(t) and t.num_args() > 0 and t.decl().kind() == z3.Z3_OP_UNINTERPRETED \
-                and "@" in t.decl().name() and not t.decl().name().startswith(("undef", "opaque")):
-            out.append(t)
-        todo.extend(t.children())
-    _APPS[key] = (term, out)
-    return out
+    out: dict[int, z3.ExprRef] = {}
+    if not z3.is_quantifier(term):
+        if _is_tensor_app(term):
+            out[term.get_id()] = term
+        for child in term.children():
+            for a in uf_apps(child):
+                out.setdefault(a.get_id(), a)
+    apps = tuple(out.values())
+    _APPS[term.get_id()] = (term, apps)  # keeps the term alive so its id stays unique
+    return apps
 
 
 _QE: dict[tuple, z3.BoolRef] = {}

@@ -10,17 +10,11 @@ import z3
 
 from proofs import tiles
 from proofs.errors import Unsupported
-from proofs.layout import decompose
-from proofs.tir import AX, Access, BoolVal, Dtype, FNode, IntVal, PtrVal
+from proofs.tir import AX, BoolVal, Dtype, FNode, IntVal, PtrVal
+from proofs.tlmemory import broadcast_node, load, store, unify
 
-__all__ = ["DTYPES", "call_tl", "call_method", "call_builtin", "trans", "layout_problem"]
+__all__ = ["DTYPES", "call_tl", "call_method", "call_builtin", "trans"]
 
-
-def layout_problem(tensor: str, offset: z3.ExprRef, strides: tuple) -> str:
-    """Why an offset cannot be split into logical indices (for UNSUPPORTED messages)."""
-    if "opaque" in offset.sexpr():
-        return f"the offset of {tensor} uses a loop-carried integer that is not an affine recurrence"
-    return f"the offset of {tensor} does not split into indices of its layout (strides {list(strides)})"
 
 DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16", "float64": "float64",
           "int32": "int32", "int64": "int64", "int16": "int16", "int8": "int8", "uint8": "uint8",
@@ -65,92 +59,6 @@ def trans(ip, x: FNode) -> FNode:
     return FNode("view", (x.shape[1], x.shape[0]), x.dtype, (x,), attrs=((1, 0), "trans"), line=ip.line)
 
 
-def _unify(ip, *vals: Any) -> tuple:
-    shape: tuple = ()
-    for v in vals:
-        shape = tiles.broadcast_shapes(shape, getattr(v, "shape", ()), ip.line)
-    return shape, [tiles.align(v, len(shape)) if hasattr(v, "shape") else v for v in vals]
-
-
-def _broadcast_node(v: FNode, shape: tuple, line: int) -> FNode:
-    v = tiles.align(v, len(shape))
-    if v.shape == shape:
-        return v
-    return FNode("view", shape, v.dtype, (v,), attrs=(tuple(k if v.shape[k] == shape[k] else None
-                                                            for k in range(len(shape))),), line=line)
-
-
-def _check_mask(mask: Any, what: str, line: int) -> None:
-    if isinstance(mask, FNode):
-        raise Unsupported(f"{what} with a mask computed from float values", line,
-                          "masks must be integer conditions (positions, lengths)")
-
-
-def _load(ip, args: list, kw: dict, line: int) -> Any:
-    ptr = args[0] if args else kw.get("pointer")
-    mask = args[1] if len(args) > 1 else kw.get("mask")
-    other = args[2] if len(args) > 2 else kw.get("other")
-    _check_mask(mask, "tl.load", line)
-    if kw.get("boundary_check") or kw.get("padding_option"):
-        raise Unsupported("block-pointer load", line)
-    if not isinstance(ptr, PtrVal):
-        raise Unsupported("tl.load", line, "the pointer must be a tensor argument plus an offset")
-    if isinstance(mask, bool):
-        mask = None if mask else BoolVal(z3.BoolVal(False))
-    shape, (ptr, mask_v) = _unify(ip, ptr, mask) if mask is not None else (ptr.shape, (ptr, None))
-    mterm = mask_v.term if mask_v is not None else None
-    spec = ip.contract.tensors[ptr.tensor]
-    access = Access("load", ptr.tensor, ptr.offset, mterm, shape, line, tuple(ip.loop_stack),
-                    has_other=other is not None or mask is None, site=ip.next_site)
-    ip.next_site += 1
-    if ip.recording:
-        ip.ir.accesses.append(access)
-    if spec.is_float:
-        fargs = ()
-        if other is not None:
-            fargs = (_broadcast_node(tiles.as_fnode(other, spec.dtype, line), shape, line),)
-        return FNode("load", shape, spec.dtype, fargs, attrs=(ptr.tensor,),
-                     data={"offset": ptr.offset, "mask": mterm, "access": access}, line=line)
-    strides = tuple(ip.names.expr(s) if isinstance(s, str) else s for s in spec.strides)
-    idx = decompose(ptr.offset, strides)
-    if idx is None:
-        raise Unsupported("integer load", line, layout_problem(ptr.tensor, ptr.offset, spec.strides))
-    term = ip.names.uf(ptr.tensor)(*idx)
-    if mterm is not None:
-        if other is None:
-            undef = z3.Function(f"undef{access.site}@{ip.run}", *([z3.IntSort()] * (len(shape) + 1)))
-            fill = undef(*AX[:len(shape)]) if shape else z3.Int(f"undef{access.site}@{ip.run}")
-        else:
-            fill = tiles.int_term(other, line).term
-        term = z3.If(mterm, term, fill)
-    return IntVal(term, shape, tiles.WIDTHS.get(spec.dtype, 32), False)
-
-
-def _store(ip, args: list, kw: dict, line: int, kind: str = "store") -> Any:
-    ptr = args[0] if args else kw.get("pointer")
-    value = args[1] if len(args) > 1 else kw.get("value") if "value" in kw else kw.get("val")
-    mask = args[2] if len(args) > 2 else kw.get("mask")
-    _check_mask(mask, f"tl.{kind}", line)
-    if not isinstance(ptr, PtrVal):
-        raise Unsupported(f"tl.{kind}", line, "the pointer must be a tensor argument plus an offset")
-    if isinstance(mask, bool):
-        mask = None if mask else BoolVal(z3.BoolVal(False))
-    spec = ip.contract.tensors[ptr.tensor]
-    shape, (ptr, mask_v) = _unify(ip, ptr, mask) if mask is not None else (ptr.shape, (ptr, None))
-    if spec.is_float or isinstance(value, FNode):
-        value = _broadcast_node(tiles.as_fnode(value, spec.dtype, line), shape, line)
-    else:
-        value = tiles.align(tiles.int_term(value, line), len(shape))
-    access = Access(kind, ptr.tensor, ptr.offset, mask_v.term if mask_v is not None else None, shape, line,
-                    tuple(ip.loop_stack), value=value, site=ip.next_site)
-    ip.next_site += 1
-    if ip.recording:
-        ip.ir.accesses.append(access)
-    if kind == "atomic":
-        return FNode("atomic", shape, spec.dtype, attrs=(ptr.tensor,), line=line)
-    return None
-
-
 def _dot(ip, args: list, kw: dict, line: int) -> FNode:
     a, b = args[0], args[1]
     acc = args[2] if len(args) > 2 else kw.get("acc")
@@ -163,7 +71,7 @@ def _dot(ip, args: list, kw: dict, line: int) -> FNode:
         precision = "tf32" if kw["allow_tf32"] else "ieee"
     out_dtype = _dtype(kw.get("out_dtype", "float32"), line)
     shape = (a.shape[0], b.shape[1])
-    fargs = (a, b) if acc is None else (a, b, _broadcast_node(tiles.as_fnode(acc, out_dtype, line), shape, line))
+    fargs = (a, b) if acc is None else (a, b, broadcast_node(tiles.as_fnode(acc, out_dtype, line), shape, line))
     return FNode("dot", shape, out_dtype, fargs, attrs=(precision or "default", out_dtype,
                                                         kw.get("max_num_imprecise_acc")), line=line)
 
@@ -198,18 +106,18 @@ def _where(ip, cond: Any, x: Any, y: Any, line: int) -> Any:
         return x if cond else y
     floats = any(isinstance(v, FNode) or isinstance(v, float) for v in (x, y))
     if isinstance(cond, BoolVal) and not floats:
-        shape, (c, a, b) = _unify(ip, cond, tiles.int_term(x, line), tiles.int_term(y, line))
+        shape, (c, a, b) = unify(ip, cond, tiles.int_term(x, line), tiles.int_term(y, line))
         return IntVal(z3.If(c.term, a.term, b.term), shape, max(a.width, b.width), a.nonneg and b.nonneg)
     dtype = next((v.dtype for v in (x, y) if isinstance(v, FNode) and v.dtype != "int1"), "float32")
     x, y = tiles.as_fnode(x, dtype, line), tiles.as_fnode(y, dtype, line)
     if isinstance(cond, BoolVal):
-        shape, (c, a, b) = _unify(ip, cond, x, y)
-        return FNode("select", shape, tiles.promote(a.dtype, b.dtype), (_broadcast_node(a, shape, line),
-                     _broadcast_node(b, shape, line)), data={"cond": c.term}, line=line)
+        shape, (c, a, b) = unify(ip, cond, x, y)
+        return FNode("select", shape, tiles.promote(a.dtype, b.dtype), (broadcast_node(a, shape, line),
+                     broadcast_node(b, shape, line)), data={"cond": c.term}, line=line)
     if isinstance(cond, FNode):
-        shape, (c, a, b) = _unify(ip, cond, x, y)
+        shape, (c, a, b) = unify(ip, cond, x, y)
         return FNode("fselect", shape, tiles.promote(a.dtype, b.dtype),
-                     tuple(_broadcast_node(v, shape, line) for v in (c, a, b)), line=line)
+                     tuple(broadcast_node(v, shape, line) for v in (c, a, b)), line=line)
     raise Unsupported("tl.where", line, f"condition of type {type(cond).__name__}")
 
 
@@ -253,11 +161,11 @@ def call_tl(ip, path: str, args: list, kw: dict, node: ast.Call) -> Any:
     if name == "zeros_like":
         return _full(tuple(args[0].shape), 0, getattr(args[0], "dtype", "int32"), line)
     if name == "load":
-        return _load(ip, args, kw, line)
+        return load(ip, args, kw, line)
     if name == "store":
-        return _store(ip, args, kw, line)
+        return store(ip, args, kw, line)
     if name.startswith("atomic_"):
-        return _store(ip, args, kw, line, kind="atomic")
+        return store(ip, args, kw, line, kind="atomic")
     if name == "dot":
         return _dot(ip, args, kw, line)
     if name in ("sum", "max", "min"):
@@ -283,8 +191,8 @@ def call_tl(ip, path: str, args: list, kw: dict, node: ast.Call) -> Any:
         op = "sqrt" if name == "sqrt_rn" else name
         return FNode("unary", x.shape, x.dtype, (x,), attrs=(op,), line=line)
     if name == "fma":
-        shape, vals = _unify(ip, *args)
-        return FNode("fma", shape, vals[0].dtype, tuple(_broadcast_node(v, shape, line) for v in vals), line=line)
+        shape, vals = unify(ip, *args)
+        return FNode("fma", shape, vals[0].dtype, tuple(broadcast_node(v, shape, line) for v in vals), line=line)
     if name == "cdiv" or path == "@triton.cdiv":
         a, b = args
         if isinstance(a, int) and isinstance(b, int):
@@ -312,7 +220,7 @@ def call_tl(ip, path: str, args: list, kw: dict, node: ast.Call) -> Any:
         shape = _shape(args[1:] if len(args) > 2 else args[1], line)
         x = args[0]
         if isinstance(x, FNode):
-            return _broadcast_node(x, shape, line)
+            return broadcast_node(x, shape, line)
         return tiles.align(x, len(shape))
     if name == "constexpr":
         return args[0]

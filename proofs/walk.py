@@ -22,7 +22,7 @@ from proofs import relate
 from proofs.errors import Unsupported
 from proofs.kinds import FINITE, PZERO
 from proofs.problem import Problem
-from proofs.smt import Failed, Obligation, model_values
+from proofs.smt import Failed, Obligation
 from proofs.tir import FNode, lanes_subst
 
 __all__ = ["Walker", "arg_lanes", "bound_var"]

@@ -13,7 +13,6 @@ symbols, tensor contents) define the claim rather than the host's duty and are l
 from __future__ import annotations
 
 import ast
-import copy
 from typing import Any
 
 import z3
@@ -21,93 +20,13 @@ import z3
 from proofs.contract import Contract
 from proofs.names import LaunchNames
 from proofs.source import KernelSource
+from proofs.wrapper_ast import launch_site, local_defs, resolve, wrapper_asserts
 
 __all__ = ["checked_premises", "SELECTION", "EXTENTS"]
 
 SELECTION = "selects the element the claim is about"
 EXTENTS = "every tensor's element extent is below 2**31 (32-bit offsets)"
 _MAX_INDEX = {"MAX_INDEX": 2**31 - 1}
-
-
-def _launch_site(src: KernelSource) -> tuple[ast.FunctionDef, ast.Call] | None:
-    for fn in src.module.body:
-        if isinstance(fn, ast.FunctionDef):
-            for node in ast.walk(fn):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) \
-                        and isinstance(node.func.value, ast.Name) and node.func.value.id == src.name:
-                    return fn, node
-    return None
-
-
-class _Subst(ast.NodeTransformer):
-    def __init__(self, mapping: dict[str, ast.expr]) -> None:
-        self.mapping = mapping
-
-    def visit_Name(self, node: ast.Name) -> ast.expr:
-        return copy.deepcopy(self.mapping[node.id]) if node.id in self.mapping else node
-
-
-def _locals(fn: ast.FunctionDef) -> dict[str, ast.expr]:
-    out = {}
-    for stmt in fn.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            out[stmt.targets[0].id] = stmt.value
-    return out
-
-
-def _body_asserts(stmts: list[ast.stmt], subst: dict) -> list[tuple[int, ast.expr, dict]]:
-    """Asserts of a function body; ``for`` loops over literal tuples are unrolled."""
-    out = []
-    for stmt in stmts:
-        if isinstance(stmt, ast.Assert):
-            out.append((stmt.lineno, stmt.test, subst))
-        elif isinstance(stmt, ast.If):
-            out += _body_asserts(stmt.body, subst) + _body_asserts(stmt.orelse, subst)
-        elif isinstance(stmt, ast.For) and isinstance(stmt.iter, (ast.Tuple, ast.List)):
-            for item in stmt.iter.elts:
-                binding = {}
-                if isinstance(stmt.target, ast.Name):
-                    binding[stmt.target.id] = item
-                elif isinstance(stmt.target, ast.Tuple) and isinstance(item, ast.Tuple) \
-                        and len(item.elts) == len(stmt.target.elts):
-                    binding = {t.id: v for t, v in zip(stmt.target.elts, item.elts) if isinstance(t, ast.Name)}
-                out += _body_asserts(stmt.body, {**subst, **binding})
-    return out
-
-
-def _early_returns(fn: ast.FunctionDef, call: ast.Call) -> list[tuple[int, ast.expr]]:
-    """``if COND: return`` before the launch: the launch happens only when COND is false."""
-    out = []
-    for stmt in fn.body:
-        if any(node is call for node in ast.walk(stmt)):
-            break
-        if isinstance(stmt, ast.If) and len(stmt.body) == 1 and isinstance(stmt.body[0], ast.Return) \
-                and not stmt.orelse:
-            out.append((stmt.lineno, ast.UnaryOp(ast.Not(), stmt.test)))
-    return out
-
-
-def _asserts(src: KernelSource, fn: ast.FunctionDef, call: ast.Call) -> list[tuple[int, ast.expr, dict]]:
-    """(line, test, substitution) of asserts in ``fn`` and in module functions it calls directly."""
-    funcs = {f.name: f for f in src.module.body if isinstance(f, ast.FunctionDef)}
-    own = _locals(fn)
-    out = _body_asserts(fn.body, own) + [(line, test, own) for line, test in _early_returns(fn, call)]
-    for node in ast.walk(fn):
-        callee = funcs.get(node.func.id) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else None
-        if callee is None or callee is fn:
-            continue
-        params = {p.arg: arg for p, arg in zip(callee.args.args, node.args)}
-        out += _body_asserts(callee.body, {**_locals(callee), **params})
-    return out
-
-
-def _resolve(expr: ast.expr, subst: dict[str, ast.expr], rounds: int = 6) -> ast.expr:
-    for _ in range(rounds):
-        new = _Subst(subst).visit(copy.deepcopy(expr))
-        if ast.dump(new) == ast.dump(expr):
-            break
-        expr = new
-    return expr
 
 
 class _Translator:
@@ -224,25 +143,25 @@ def checked_premises(src: KernelSource, contract: Contract, constexprs: dict[str
         used = {n.id for n in ast.walk(ast.parse(text, mode="eval")) if isinstance(n, ast.Name)}
         if used & selection or any(f"{t}[" in text for t in tensors):
             out[text] = SELECTION
-    site = _launch_site(src)
+    site = launch_site(src)
     if site is None:
         return out
     fn, call = site
     constants = {**(static or {}), **(constexprs or {})}
     names = LaunchNames("A", contract, constants)
     params = [a.arg for a in src.func.args.args]
-    subst = _locals(fn)
-    args = {ast.unparse(_resolve(arg, subst)): p for p, arg in zip(params, call.args)}
-    args.update({ast.unparse(_resolve(k.value, subst)): k.arg for k in call.keywords if k.arg in params})
+    subst = local_defs(fn)
+    args = {ast.unparse(resolve(arg, subst)): p for p, arg in zip(params, call.args)}
+    args.update({ast.unparse(resolve(k.value, subst)): k.arg for k in call.keywords if k.arg in params})
     facts: list[tuple[int, z3.BoolRef]] = []
     tr = _Translator(src, contract, names, args, constants)
     for spec in contract.tensors.values():  # tensor dimensions are never negative
         facts += [(0, names.expr(d) >= 0) for d in spec.shape]
     extent_lines = []
-    for line, test, local in _asserts(src, fn, call):
+    for line, test, local in wrapper_asserts(src, fn, call):
         before = set(tr.extents)
         try:
-            facts += [(line, f) for f in tr.fact(_resolve(test, local))]
+            facts += [(line, f) for f in tr.fact(resolve(test, local))]
         except (ValueError, TypeError, KeyError, z3.Z3Exception):
             continue
         if tr.extents != before:
@@ -251,25 +170,35 @@ def checked_premises(src: KernelSource, contract: Contract, constexprs: dict[str
         missing = sorted(set(contract.tensors) - tr.extents)
         out[EXTENTS] = ("wrapper check" + ("s" if len(extent_lines) > 1 else "") + " at line " +
                         ", ".join(map(str, extent_lines)) + (f" (not for {', '.join(missing)})" if missing else ""))
+    solver, tracked = _fact_solver(facts)
     for text in contract.assume:
         if text in out:
             continue
-        lines = [n for n in _implied_by(facts, names.expr(text)) if n]
+        lines = [n for n in _implied_by(solver, tracked, names.expr(text)) if n]
         if lines:
             out[text] = "wrapper check" + ("s" if len(lines) > 1 else "") + " at line " + \
                         ", ".join(str(n) for n in lines)
     return out
 
 
-def _implied_by(facts: list[tuple[int, z3.BoolRef]], goal: z3.BoolRef) -> list[int]:
-    s = z3.Solver()
-    s.set("rlimit", 2_000_000)
-    tracks = {}
+def _implied_by(solver: z3.Solver, lines: dict[str, int], goal: z3.BoolRef) -> list[int]:
+    """Lines of the facts (tracked in ``solver``) that imply ``goal``, or [] if they do not."""
+    solver.push()
+    try:
+        solver.add(z3.Not(goal))
+        if solver.check() != z3.unsat:
+            return []
+        return sorted({lines[str(t)] for t in solver.unsat_core()})
+    finally:
+        solver.pop()
+
+
+def _fact_solver(facts: list[tuple[int, z3.BoolRef]]) -> tuple[z3.Solver, dict[str, int]]:
+    solver = z3.Solver()
+    solver.set("rlimit", 1_000_000)
+    lines = {}
     for i, (line, f) in enumerate(facts):
         t = z3.Bool(f"assert{i}")
-        tracks[str(t)] = line
-        s.assert_and_track(f, t)
-    s.add(z3.Not(goal))
-    if s.check() != z3.unsat:
-        return []
-    return sorted({tracks[str(t)] for t in s.unsat_core()})
+        lines[str(t)] = line
+        solver.assert_and_track(f, t)
+    return solver, lines

@@ -16,7 +16,7 @@ import z3
 
 from proofs.contract import TensorSpec
 from proofs.errors import Unsupported
-from proofs.tlcalls import layout_problem
+from proofs.tlmemory import layout_problem
 from proofs.layout import decompose
 from proofs.problem import Launch, Problem
 from proofs.tir import Access, FNode, IntVal, lanes_subst
