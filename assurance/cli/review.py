@@ -155,19 +155,9 @@ def diff(
         raise typer.Exit(code=EXIT_FINDINGS)
 
 
-def _audit_app(app: typer.Typer) -> typer.Typer:
-    """The `audit` group of the evidence store's CLI module, or a new one while it has none."""
-    from assurance.cli import audit
-
-    existing = getattr(audit, "audit_app", None)
-    if existing is not None:
-        return existing
-    group = typer.Typer(help="Audit the evidence store.", no_args_is_help=True)
-    app.add_typer(group, name="audit")
-    return group
-
-
 def register(app: typer.Typer) -> None:
     """Add the `review` group, and `diff` to the `audit` group."""
+    from assurance.cli.audit import audit_app  # the evidence store's `audit` group
+
     app.add_typer(review_app, name="review")
-    _audit_app(app).command("diff")(diff)
+    audit_app.command("diff")(diff)
