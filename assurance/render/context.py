@@ -1,7 +1,8 @@
-"""Turn a :class:`ReportModel` into the plain values the report templates read.
+"""Turn a :class:`ReportModel` into the values the report templates read.
 
-All evidence text is cleaned here (:func:`assurance.render.safe.clean_text`) and reaches
-the templates as ordinary strings, which autoescaping then makes inert.
+Evidence text stays as it came: the environment's ``finalize`` hook cleans every ``{{ … }}``
+output (:func:`assurance.render.safe.clean_text`) before autoescaping, and the row and
+fragment functions clean and escape what they build; JSON for the script is cleaned here.
 """
 
 from __future__ import annotations
