@@ -108,7 +108,8 @@ def list_(
         return
     table = Table()
     for name in ("seq", "target", "decision", "reviewer", "recorded", "expires", "pinned", "rationale"):
-        table.add_column(name, overflow="fold")  # wrap, never cut: ids and digests must stay whole
+        short = name in ("seq", "decision", "recorded", "expires", "pinned")
+        table.add_column(name, no_wrap=short, overflow="fold")  # fold, never cut: ids must stay whole
     for rec in records:
         pinned = {True: "current", False: "stale", None: "unknown item"}[rec["pinned_to_current"]]
         cells = (str(rec["seq"]), rec["target"], rec["decision"], rec["reviewer"], rec["created_at"][:10],
