@@ -121,7 +121,7 @@ class _StepClock:
 
 
 def _load_transformers(model_dir: Path, device: str) -> Any:
-    from transformers import LlamaForCausalLM
+    from transformers import LlamaForCausalLM  # bench/engine_gpu.py sets HF_HUB_OFFLINE before any import
 
     try:
         model = LlamaForCausalLM.from_pretrained(str(model_dir), dtype=torch.bfloat16, local_files_only=True)
