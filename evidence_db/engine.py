@@ -68,7 +68,7 @@ def create_store_engine(url: str) -> Engine:
         engine = create_engine(sa_url, **kwargs)
     except (NoSuchModuleError, ImportError) as exc:
         raise StoreError(f"no database driver for {describe_url(url)}: {exc}",
-                         hint="for PostgreSQL use postgresql+psycopg:// (psycopg 3 is installed with bitcase)") from None
+                         hint="for PostgreSQL use postgresql+psycopg:// (psycopg 3 comes with bitcase)") from None
     if backend == "sqlite":
         event.listen(engine, "connect", _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
@@ -100,7 +100,7 @@ def translate_db_errors(url: str) -> Iterator[None]:
             raise StoreError(f"the store {describe_url(url)} is busy: {reason}",
                              hint="another process held its write lock too long; retry when it finishes") from None
         raise StoreError(f"cannot use the database {describe_url(url)}: {reason}",
-                         hint="check the URL (--db, $BITCASE_DB, $DATABASE_URL) and that the server is running") from None
+                         hint="check the URL (--db, $BITCASE_DB, $DATABASE_URL) and that the server runs") from None
     except DBAPIError as exc:
         if exc.connection_invalidated:
             raise StoreError(f"lost the connection to {describe_url(url)}: {exc.orig}",

@@ -127,11 +127,15 @@ def junit_records(path: Path, *, obligation_map: Sequence[tuple[str, str]] = (),
                                                       f"{DEPLOYMENT_PROPERTY} holding {{\"fields\": {{...}}}}")
         try:
             started = datetime.fromisoformat(suite.get("timestamp") or "")
-        except ValueError:
-            started = fallback_time
-        produced_at = _utc(started)
-        finished_at = _utc(started + timedelta(seconds=min(_seconds(suite.get("time")) or 0.0, 1e9)))
-        producer = {"tool": f"junit ({suite_name})"[:200], "version": props.get("bitcase.producer_version") or "unknown",
+            produced_at = _utc(started)
+        except (ValueError, OverflowError):  # absent, malformed, or out of range once made UTC
+            started, produced_at = fallback_time, _utc(fallback_time)
+        try:
+            finished_at = _utc(started + timedelta(seconds=min(_seconds(suite.get("time")) or 0.0, 1e9)))
+        except OverflowError:
+            finished_at = produced_at
+        producer = {"tool": f"junit ({suite_name})"[:200],
+                    "version": props.get("bitcase.producer_version") or "unknown",
                     "command": props.get("bitcase.command", ""), "host": suite.get("hostname", "")[:255],
                     "accelerator": props.get("bitcase.accelerator") or "unknown",
                     "started_at": produced_at, "finished_at": finished_at}

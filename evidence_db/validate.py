@@ -118,7 +118,8 @@ def _value_check(schema: dict[str, Any], hint: str) -> Check | None:
 
         def check_const(value: Any, path: Path) -> None:
             if value != const or type(value) is not type(const):
-                raise SchemaViolation(path, f"must be {_show(const)}, got {_show(value)}", hint or f"write {_show(const)}")
+                raise SchemaViolation(path, f"must be {_show(const)}, got {_show(value)}",
+                                      hint or f"write {_show(const)}")
         return check_const
     if "enum" in schema:
         allowed = tuple(schema["enum"])

@@ -126,7 +126,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Run every store test on each backend: ``empty_url``/``store_url``/``db_session`` users."""
     for fixture in ("empty_url", "module_store"):
         if fixture in metafunc.fixturenames:
-            metafunc.parametrize(fixture, BACKENDS, indirect=True, scope="module" if fixture == "module_store" else None)
+            scope = "module" if fixture == "module_store" else None
+            metafunc.parametrize(fixture, BACKENDS, indirect=True, scope=scope)
 
 
 @pytest.fixture

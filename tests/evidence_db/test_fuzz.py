@@ -6,10 +6,12 @@ import json
 import tempfile
 from pathlib import Path
 from typing import Any
+from xml.sax.saxutils import quoteattr
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from evidence_db.canonical import digest_of
 from evidence_db.errors import BundleError
 from evidence_db.junit import junit_records
 from evidence_db.lineparse import LineParser
@@ -78,6 +80,31 @@ def test_arbitrary_xml_is_refused_cleanly(data: bytes, prefix: bytes) -> None:
 def _dumps(value: Any) -> str:
     """Canonical layout, but Infinity allowed (a line the parser must still read like json.loads)."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+attribute_text = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=30)
+
+
+@FUZZ
+@given(st.dictionaries(st.sampled_from(["name", "timestamp", "time", "hostname"]), attribute_text),
+       st.dictionaries(st.sampled_from(["name", "classname", "time", "file", "line"]), attribute_text),
+       st.sampled_from(["", "<failure/>", "<error message='m'/>", "<skipped/>"]),
+       st.lists(st.tuples(st.sampled_from(["obligation", "subject", "x"]), attribute_text), max_size=3))
+def test_arbitrary_junit_attributes_give_records_or_clean_errors(suite: dict, case: dict, outcome: str,
+                                                                  properties: list) -> None:
+    props = "".join(f"<property name={quoteattr(k)} value={quoteattr(v)}/>" for k, v in properties)
+    suite_attrs = " ".join(f"{k}={quoteattr(v)}" for k, v in suite.items())
+    case_attrs = " ".join(f"{k}={quoteattr(v)}" for k, v in case.items())
+    path = SCRATCH / "fuzz-attrs.xml"
+    path.write_text(f"<testsuite {suite_attrs}><testcase {case_attrs}><properties>{props}</properties>{outcome}"
+                    "</testcase></testsuite>", encoding="utf-8")
+    prepare = Preparer()
+    try:
+        for where, value in junit_records(path, obligation_map=[("*", "G")],
+                                          deployment={"fields": {}, "digest": digest_of({})}):
+            prepare(value, where)
+    except BundleError:
+        pass
 
 
 @FUZZ

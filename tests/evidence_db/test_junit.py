@@ -139,3 +139,11 @@ def test_reports_written_by_pytest(tmp_path: Path) -> None:
     assert [(r["details"]["junit"]["name"], r["status"], r["obligation"]) for r in records] == [
         ("test_ok", "pass", "G_sample"), ("test_bad", "fail", "G_default"),
         ("test_skipped", "inconclusive", "G_default")]
+
+
+@pytest.mark.parametrize("timestamp", ["9999-12-31T23:59:59", "0001-01-01T00:00:00+05:00", "not a time"])
+def test_extreme_or_bad_timestamps_fall_back(tmp_path: Path, timestamp: str) -> None:
+    path = write(tmp_path, REPORT.replace("2025-06-01T12:00:00.250000+02:00", timestamp).replace('time="1.5"',
+                                                                                                 'time="1e300"'))
+    records = [r for _, r in junit_records(path, obligation_map=MAPPING)]
+    assert all(r["produced_at"].endswith("Z") for r in records)
