@@ -99,6 +99,7 @@ def test_graph_replay_equals_eager_padded_and_unpadded_forwards(graphs, prompts)
     batch = runner.buffers.stage_decode(runner.padded_decode.pad(chunks))
     logits, tokens, _ = runner.padded_decode.forward(batch, check_metadata=True)  # eager, with index checks
     eager_out = logits.clone(), tokens.clone(), runner.kv.k.clone(), runner.kv.v.clone()
+    torch.cuda.synchronize()  # the staged copies are done before run() rewrites the pinned mirrors
     restore()
     logits, tokens, _ = runner.padded_decode.run(chunks)  # graph replay
     assert torch.equal(logits, eager_out[0]) and torch.equal(tokens, eager_out[1])  # padding rows too
