@@ -22,7 +22,8 @@ DIGEST = sha256_digest(b"reviewed")
 
 def test_ingested_records_read_back_exactly(db_session: Session) -> None:
     originals = records(3) + [record(9, details={"x": 0.1, "big": 1e20, "neg": -0.0, "int": 2**62,
-                                                "text": "grüße ✓", "nested": [{"a": None, "b": True}]},
+                                                "text": "grüße ✓ 😀", "nested": [{"a": None, "b": True}],
+                                                "nul": "a\x00b", "escapes": "\"\\\n", "tiny": 1e-300},
                                      subjects=(), status="fail", category="test_result")]
     assert ingest_records(session=db_session, records=originals) == IngestResult(added=4, unchanged=0)
     views = load_evidence(session=db_session)
