@@ -17,6 +17,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy import Connection, Engine
 
 from evidence_db.engine import WRITE_OPTION, create_store_engine, describe_url, translate_db_errors
@@ -92,6 +93,10 @@ def upgrade(url: str, *, revision: str = "head") -> SchemaState:
         with translate_db_errors(url), engine.connect() as conn:
             migrate_connection(conn, revision=revision)
         return schema_state(engine, url)
+    except CommandError as exc:  # an unknown revision, or one the store cannot move to
+        raise StoreError(f"cannot migrate {describe_url(url)} to {revision!r}: {exc}",
+                         hint=f"the newest revision is {head_revision()}; `bitcase db current` shows the store's"
+                         ) from None
     finally:
         engine.dispose()
 

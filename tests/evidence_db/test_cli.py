@@ -130,3 +130,9 @@ def test_ingest_from_standard_input(cli: typer.Typer, store_url: str, tmp_path: 
     assert json.loads(result.stdout)["files"] == [{"path": "-", "added": 2, "unchanged": 0}]
     bad = runner.invoke(cli, ["ingest", "-", "--db", store_url], input=lines + "{oops\n")
     assert bad.exit_code == 2 and "<stdin>:3" in bad.stderr
+
+
+def test_upgrade_to_an_unknown_revision_is_a_usage_error(cli: typer.Typer, tmp_path: Path) -> None:
+    result = runner.invoke(cli, ["db", "upgrade", "--db", str(tmp_path / "x.db"), "--revision", "zzz"])
+    assert result.exit_code == 2
+    assert "cannot migrate" in result.stderr and "Can't locate revision" in result.stderr
