@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from sqlalchemy import Connection, Engine, create_engine, event, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError, OperationalError
 from sqlalchemy.pool import StaticPool
 
 from evidence_db.canonical import canonical_json
@@ -91,18 +91,22 @@ def _sqlite_on_begin(conn: Connection) -> None:
 
 @contextmanager
 def translate_db_errors(url: str) -> Iterator[None]:
-    """Turn driver-level failures (unreachable server, locked file) into :class:`StoreError`."""
+    """Turn driver-level failures (unreachable server, locked or foreign file) into :class:`StoreError`.
+
+    Integrity errors pass through: with the store's own locking they mean a bug, not bad input.
+    """
     try:
         yield
-    except OperationalError as exc:
+    except IntegrityError:
+        raise
+    except DBAPIError as exc:
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
-        if "locked" in reason or "busy" in reason:
+        if exc.connection_invalidated:
+            raise StoreError(f"lost the connection to {describe_url(url)}: {reason}",
+                             hint="check the database server, then retry") from None
+        if isinstance(exc, OperationalError) and ("locked" in reason or "busy" in reason):
             raise StoreError(f"the store {describe_url(url)} is busy: {reason}",
                              hint="another process held its write lock too long; retry when it finishes") from None
         raise StoreError(f"cannot use the database {describe_url(url)}: {reason}",
-                         hint="check the URL (--db, $BITCASE_DB, $DATABASE_URL) and that the server runs") from None
-    except DBAPIError as exc:
-        if exc.connection_invalidated:
-            raise StoreError(f"lost the connection to {describe_url(url)}: {exc.orig}",
-                             hint="check the database server, then retry") from None
-        raise
+                         hint="check the URL (--db, $BITCASE_DB, $DATABASE_URL), that the server runs and that "
+                              "it is a bitcase store") from None

@@ -136,3 +136,12 @@ def test_upgrade_to_an_unknown_revision_is_a_usage_error(cli: typer.Typer, tmp_p
     result = runner.invoke(cli, ["db", "upgrade", "--db", str(tmp_path / "x.db"), "--revision", "zzz"])
     assert result.exit_code == 2
     assert "cannot migrate" in result.stderr and "Can't locate revision" in result.stderr
+
+
+def test_a_file_that_is_not_a_database(cli: typer.Typer, tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(bytes(range(256)) * 20)
+    for args in (["db", "current"], ["db", "upgrade"], ["audit", "verify"], ["ingest", str(garbage)]):
+        result = runner.invoke(cli, [*args, "--db", str(garbage)])
+        assert result.exit_code == 2, (args, result.stderr)
+        assert "file is not a database" in result.stderr
