@@ -8,14 +8,15 @@ from engine.compare.context import SuiteContext
 from engine.compare.outcomes import ComparisonOutcome, judge, unavailable
 from engine.compare.references import ReferenceError
 from engine.compare.runs import RequestRun
-from engine.compare.units import RequestSpec, Unit
+from engine.compare.units import ReferenceJob, RequestSpec, Unit
 
 __all__ = ["judge_unit"]
 
 
-def _resolve(name: str, unit: Unit, ctx: SuiteContext, runs: Mapping[str, RequestRun]) -> tuple[RequestSpec, RequestRun]:
+def _resolve(name: str, unit: Unit, ctx: SuiteContext, runs: Mapping[str, RequestRun],
+             jobs: Mapping[str, ReferenceJob]) -> tuple[RequestSpec, RequestRun]:
     if name.startswith("job:"):
-        job = next(j for j in unit.references if j.ref == name)
+        job = jobs[name]
         return job.request, ctx.references.get(job)
     if name not in runs:
         raise LookupError(f"request {name} produced no trace")
@@ -29,12 +30,13 @@ def judge_unit(unit: Unit, ctx: SuiteContext, runs: Mapping[str, RequestRun]) ->
     comparison an ``error``; the other comparisons are still judged.
     """
     outcomes = []
+    jobs = {job.ref: job for job in unit.references}
     for spec in unit.comparisons:
         label = spec.candidate
         try:
-            request, candidate = _resolve(spec.candidate, unit, ctx, runs)
+            request, candidate = _resolve(spec.candidate, unit, ctx, runs, jobs)
             label = request.label
-            _, reference = _resolve(spec.reference, unit, ctx, runs)
+            _, reference = _resolve(spec.reference, unit, ctx, runs, jobs)
         except (ReferenceError, LookupError) as exc:
             outcomes.append(unavailable(spec, label, str(exc)))
             continue

@@ -51,12 +51,14 @@ class ReferenceJob:
     request: RequestSpec
     engine: tuple[tuple[str, object], ...] = ()
     process: str = "first"
+    # Stable key of the job's content (prompt, parameters, engine overrides, process), computed once:
+    # an 8K-token prompt makes it a digest of tens of kilobytes.
+    key: str = field(init=False, compare=False)
 
-    @property
-    def key(self) -> str:
-        """Stable key of the job's content (prompt, parameters, engine overrides, process)."""
-        return digest_of({"request": self.request.to_dict(), "engine": [list(p) for p in self.engine],
-                          "process": self.process})
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", digest_of({"request": self.request.to_dict(),
+                                                   "engine": [list(p) for p in self.engine],
+                                                   "process": self.process}))
 
     @property
     def ref(self) -> str:
