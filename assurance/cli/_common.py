@@ -10,6 +10,7 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 __all__ = ["err_console", "out_console", "BitcaseError", "fail", "EXIT_OK", "EXIT_FINDINGS",
            "EXIT_USAGE", "DbOption", "JsonOption"]
@@ -32,9 +33,9 @@ class BitcaseError(Exception):
 
 def fail(message: str, *, hint: str | None = None, code: int = EXIT_USAGE) -> NoReturn:
     """Print an error to stderr and exit with ``code``."""
-    err_console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False, soft_wrap=True)
     if hint:
-        err_console.print(f"[dim]hint:[/] {hint}", markup=True, highlight=False, soft_wrap=True)
+        err_console.print(f"[dim]hint:[/] {escape(hint)}", markup=True, highlight=False, soft_wrap=True)
     raise typer.Exit(code=code)
 
 

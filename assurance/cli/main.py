@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 
 import typer
+from rich.markup import escape
 
 from assurance.cli._common import BitcaseError, EXIT_USAGE, err_console
 
@@ -45,7 +46,7 @@ def main() -> None:
     try:
         app()
     except BitcaseError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         if exc.hint:
-            err_console.print(f"[dim]hint:[/] {exc.hint}", highlight=False)
+            err_console.print(f"[dim]hint:[/] {escape(exc.hint)}", highlight=False, soft_wrap=True)
         raise SystemExit(EXIT_USAGE) from None
