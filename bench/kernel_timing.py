@@ -86,12 +86,30 @@ def process_cpu_us(call: Callable[[], object], *, iterations: int = 20) -> float
     return (time.process_time() - start) * 1e6 / iterations
 
 
-def copy_bandwidth_gbps(*, device: str, repeats: int, num_bytes: int = 2**30) -> float:
-    """Device-to-device copy bandwidth (read + write bytes per second), the memory ceiling."""
+def copy_bandwidth_gbps(*, device: str, repeats: int, num_bytes: int = 4 * 2**30) -> float:
+    """Device-to-device copy bandwidth, the memory ceiling: bytes read plus bytes written per second.
+
+    On CUDA, ``num_bytes`` (several GB, far beyond L2) are copied eagerly ``repeats`` times, each
+    copy timed alone with CUDA events; the median is reported. Eager on purpose: a copy captured
+    in a CUDA graph becomes a memcpy node, which measured well below what a copy kernel moves.
+    """
     src = torch.empty(num_bytes // 4, dtype=torch.float32, device=device).fill_(1.0)
     dst = torch.empty_like(src)
-    per_call_us, _ = time_calls([lambda: dst.copy_(src)], device=device, repeats=repeats)
-    return 2 * num_bytes / (per_call_us * 1e-6) / 1e9
+    if device != "cuda":
+        per_call_us, _ = time_calls([lambda: dst.copy_(src)], device=device, repeats=repeats)
+        return 2 * num_bytes / (per_call_us * 1e-6) / 1e9
+    for _ in range(3):
+        dst.copy_(src)
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src)
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e-3)
+    return 2 * num_bytes / statistics.median(samples) / 1e9
 
 
 def cublas_bf16_tflops(*, device: str, repeats: int, size: int = 8192) -> float:

@@ -1,0 +1,228 @@
+"""Sweep launch configurations of the plan's matmuls and paged attention on CUDA, with invariance checks.
+
+    python bench/config_sweep.py --out DIR [--preset llama-1b] [--budget-s 230] [--workers 12]
+
+For every matmul (N, K) of the plan and every candidate of bench/sweep_cases.py: the median GPU
+time at decode M = 1 and 32 (weights cold in L2) and at prefill M = 4096, against torch
+(cuBLAS) at the same M, and whether rows of a 4096-row launch equal the same rows launched in
+smaller batches, bitwise. For attention: decode B = 4 and 32 at KV 1,024, prefill L = 4,096,
+against SDPA, and the prefill/chunked/decode bitwise schedule check. Also three copy-bandwidth
+measurements (what the benchmark's ceiling should be). Candidates are compiled first in
+parallel worker processes (Triton's disk cache), then timed one at a time. The run stops
+timing at the budget and writes ``sweep.json`` and ``sweep.md`` after every shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import sys
+import time
+import traceback
+from pathlib import Path
+
+_BENCH = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH]
+sys.path.insert(0, str(_BENCH.parent))
+
+import torch  # noqa: E402
+
+from bench.kernel_timing import L2_FLUSH_BYTES, copy_bandwidth_gbps, time_calls  # noqa: E402
+from bench import sweep_cases as sc  # noqa: E402
+from kernels.plan import preset_plan  # noqa: E402
+
+DECODE_MS = (1, 32)
+REPEATS = 5
+# Set by main(): the device, prefill M / attention length, KV length of decode attention.
+SETTINGS = {"device": "cuda", "prefill_m": 4096, "kv_len": 1024}
+
+
+def _candidate(kind: str, cand: tuple) -> tuple[dict, int, int]:
+    if kind == "matmul":
+        return dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), cand[:3])), cand[3], cand[4]
+    return dict(zip(("BLOCK_Q", "BLOCK_N"), cand[:2])), cand[2], cand[3]
+
+
+def _entry(preset: str, key: str, kind: str, cand: tuple):
+    constexprs, warps, stages = _candidate(kind, cand)
+    return sc.with_config(preset_plan(preset).entry(key), constexprs, warps, stages)
+
+
+def _warm(job: tuple) -> tuple[tuple, str | None]:
+    """Compile one candidate by launching it once on small inputs (fills Triton's disk cache)."""
+    preset, kind, key, cand, device = job
+    try:
+        entry = _entry(preset, key, kind, cand)
+        if kind == "matmul":
+            sc.matmul_call(entry, *sc.matmul_inputs(entry, 1, 1, device)[0])()
+        else:
+            inputs = sc.attention_inputs(entry, 2, 3, 80, device)
+            sc.attention_call(entry)(*inputs, 0.125)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return job, None
+    except Exception as exc:  # recorded per candidate; the sweep goes on
+        return job, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+
+
+def _time(calls: list) -> float:
+    return time_calls(calls, device=SETTINGS["device"], repeats=REPEATS)[0]
+
+
+def sweep_matmul(preset: str, key: str, errors: dict, deadline: float) -> dict:
+    entry = preset_plan(preset).entry(key)
+    c = entry.constexpr_dict()
+    size = 2 * c["N"] * c["K"]
+    copies = max(1, min(64, -(-L2_FLUSH_BYTES // size)))
+    device, prefill_m = SETTINGS["device"], SETTINGS["prefill_m"]
+    one_row = sc.matmul_inputs(entry, 1, copies, device)  # weights cold in L2: each copy has its own
+    decode = {m: [(torch.randn(m, c["K"], device=device).to(w.dtype), w,
+                   torch.empty(m, c["N"], dtype=out.dtype, device=device)) for _, w, out in one_row]
+              for m in DECODE_MS}
+    prefill = sc.matmul_inputs(entry, prefill_m, 2, device)
+    row = {"key": key, "roles": list(entry.roles), "n": c["N"], "k": c["K"], "weight_bytes": size,
+           "torch_us": {str(m): _time([sc.torch_matmul_call(*t) for t in decode[m]]) for m in DECODE_MS},
+           "candidates": []}
+    row["torch_us"]["prefill"] = _time([sc.torch_matmul_call(*t) for t in prefill])
+    for cand in sc.matmul_candidates(c["N"]):
+        out = {"config": list(cand)}
+        row["candidates"].append(out)
+        if errors.get(("matmul", key, cand)):
+            out["error"] = errors[("matmul", key, cand)]
+            continue
+        if time.monotonic() > deadline:
+            out["error"] = "not timed: budget spent"
+            continue
+        try:
+            cand_entry = _entry(preset, key, "matmul", cand)
+            out["us"] = {str(m): _time([sc.matmul_call(cand_entry, *t) for t in decode[m]]) for m in DECODE_MS}
+            out["us"]["prefill"] = _time([sc.matmul_call(cand_entry, *t) for t in prefill])
+            out["invariance_failures"] = sc.matmul_invariance_failures(cand_entry, prefill[0][0], prefill[0][1])
+        except Exception as exc:
+            out["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    return row
+
+
+def sweep_attention(preset: str, key: str, errors: dict, deadline: float) -> dict:
+    entry = preset_plan(preset).entry(key)
+    scale = entry.static_dict()["head_dim"] ** -0.5
+    kv_len, length = SETTINGS["kv_len"], SETTINGS["prefill_m"]
+    cases = {"decode_b4": (4, 1, kv_len), "decode_b32": (32, 1, kv_len), "prefill": (1, length, length)}
+    s = entry.static_dict()
+    kv_bytes = {n: 4 * b * kv * s["num_kv_heads"] * s["head_dim"] for n, (b, _, kv) in cases.items()}
+    inputs = {name: [sc.attention_inputs(entry, *shape, SETTINGS["device"]) for _ in range(max(1, min(32, -(-L2_FLUSH_BYTES // kv_bytes[name]))))]
+              for name, shape in cases.items()}
+    row = {"key": key, "sdpa_us": {n: _time([sc.sdpa_call(*i, scale) for i in ins]) for n, ins in inputs.items()},
+           "candidates": []}
+    for cand in sc.ATTENTION_CANDIDATES:
+        out = {"config": list(cand)}
+        row["candidates"].append(out)
+        if errors.get(("attention", key, cand)) or time.monotonic() > deadline:
+            out["error"] = errors.get(("attention", key, cand)) or "not timed: budget spent"
+            continue
+        try:
+            cand_entry = _entry(preset, key, "attention", cand)
+            call = sc.attention_call(cand_entry)
+            out["us"] = {n: _time([(lambda i=i: call(*i, scale)) for i in ins]) for n, ins in inputs.items()}
+            out["invariance_failures"] = sc.attention_invariance_failures(cand_entry, SETTINGS["device"])
+        except Exception as exc:
+            out["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    return row
+
+
+def ceilings() -> dict:
+    """The memory ceiling three ways: eager 4 GiB and 1 GiB copies, and a 1 GiB copy in a CUDA graph."""
+    out = {"copy_eager_4gib_gbps": copy_bandwidth_gbps(device="cuda", repeats=31),
+           "copy_eager_1gib_gbps": copy_bandwidth_gbps(device="cuda", repeats=31, num_bytes=2**30)}
+    src = torch.ones(2**28, device="cuda")
+    dst = torch.empty_like(src)
+    out["copy_graph_1gib_gbps"] = 2 * 2**30 / (_time([lambda: dst.copy_(src)]) * 1e-6) / 1e9
+    return out
+
+
+def markdown(results: dict) -> str:
+    lines = [f"# Configuration sweep ({results['preset']})", "", f"ceilings: {json.dumps(results['ceilings'])}", ""]
+    copy = results["ceilings"].get("copy_eager_4gib_gbps", float("nan"))
+    for row in results["attention"]:
+        lines += [f"## {row['key']} (µs; SDPA: {json.dumps({k: round(v, 1) for k, v in row['sdpa_us'].items()})})",
+                  "", "| BQ, BN, warps, stages | decode B=4 | decode B=32 | prefill | invariance |", "|---|---|---|---|---|"]
+        for c in row["candidates"]:
+            us = c.get("us", {})
+            lines.append(f"| {c['config']} | {us.get('decode_b4', '')} | {us.get('decode_b32', '')} | "
+                         f"{us.get('prefill', '')} | {c.get('error') or c.get('invariance_failures')} |")
+        lines.append("")
+    for row in results["matmul"]:
+        t = row["torch_us"]
+        lines += [f"## {row['key']} ({'/'.join(row['roles'])}); torch µs {json.dumps({k: round(v, 1) for k, v in t.items()})}",
+                  "", "| BM, BN, BK, warps, stages | M=1 µs | % copy | M=32 µs | prefill µs | % cuBLAS | invariance |",
+                  "|---|---|---|---|---|---|---|"]
+        for c in row["candidates"]:
+            us = c.get("us")
+            if not us:
+                lines.append(f"| {c['config']} | | | | | | {c.get('error')} |")
+                continue
+            pct_copy = 100 * row["weight_bytes"] / (us["1"] * 1e-6) / 1e9 / copy
+            lines.append(f"| {c['config']} | {us['1']:.1f} | {pct_copy:.0f} | {us['32']:.1f} | {us['prefill']:.0f} | "
+                         f"{100 * t['prefill'] / us['prefill']:.0f} | {c.get('invariance_failures')} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--preset", default="llama-1b")
+    parser.add_argument("--budget-s", type=float, default=230.0, help="stop timing after this many seconds")
+    parser.add_argument("--workers", type=int, default=12, help="parallel compile processes")
+    parser.add_argument("--device", default="cuda", help="cpu only for a smoke test under TRITON_INTERPRET=1")
+    parser.add_argument("--prefill-m", type=int, default=4096, help="prefill M (matmul) and length (attention)")
+    parser.add_argument("--kv-len", type=int, default=1024, help="KV length of decode attention")
+    parser.add_argument("--candidates", type=int, default=0, help="only the first N candidates of each (smoke)")
+    args = parser.parse_args(argv)
+    SETTINGS.update(device=args.device, prefill_m=args.prefill_m, kv_len=args.kv_len)
+    if args.candidates:
+        del sc.MATMUL_CANDIDATES[args.candidates:], sc.ATTENTION_CANDIDATES[args.candidates:]
+    start = time.monotonic()
+    deadline = start + args.budget_s
+    plan = preset_plan(args.preset)
+    results: dict = {"preset": args.preset, "ceilings": {}, "attention": [], "matmul": [], "compile_s": None}
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    def write() -> None:
+        (args.out / "sweep.json").write_text(json.dumps(results, indent=1, default=str))
+        (args.out / "sweep.md").write_text(markdown(results))
+    attention_keys = [e.key for e in plan.entries if e.kernel == "paged_attention"]
+    order = ("n2048_k8192", "n2048_k2048", "n3072_k2048", "n16384_k2048", "n128256", "n512_k2048", "n8192_k2048")
+    matmul_keys = sorted((e.key for e in plan.entries if e.kernel == "matmul"),
+                         key=lambda k: next((i for i, o in enumerate(order) if o in k), len(order)))
+    jobs = [(args.preset, "attention", k, c, args.device) for k in attention_keys for c in sc.ATTENTION_CANDIDATES]
+    jobs += [(args.preset, "matmul", k, c, args.device) for k in matmul_keys
+             for c in sc.matmul_candidates(plan.entry(k).constexpr_dict()["N"])]
+    errors: dict = {}
+    with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
+        for (_, kind, key, cand, _), error in pool.imap_unordered(_warm, jobs):
+            if error:
+                errors[(kind, key, cand)] = error
+    results["compile_s"] = time.monotonic() - start
+    results["compile_errors"] = {f"{k[0]} {k[1]} {list(k[2])}": e for k, e in errors.items()}
+    print(f"compiled {len(jobs)} candidates in {results['compile_s']:.0f} s, {len(errors)} failed", file=sys.stderr)
+    try:
+        results["ceilings"] = ceilings() if args.device == "cuda" else {}
+    except Exception:
+        results["ceilings"] = {"error": traceback.format_exc()}
+    write()
+    for key in attention_keys:
+        results["attention"].append(sweep_attention(args.preset, key, errors, deadline))
+        write()
+    for key in matmul_keys:
+        print(f"{time.monotonic() - start:.0f} s: {key}", file=sys.stderr, flush=True)
+        results["matmul"].append(sweep_matmul(args.preset, key, errors, deadline))
+        write()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
