@@ -65,8 +65,8 @@ def prepare_model(options: AssureOptions, say: Callable[[str], None]) -> Path:
         if not (options.model_dir / "config.json").is_file():
             raise FileNotFoundError(f"{options.model_dir}: no config.json; pass a Hugging Face-format checkpoint "
                                     f"directory, or leave --model out to use the {options.preset} preset")
-        return options.model_dir
-    target = options.home / "models" / options.preset
+        return options.model_dir.resolve()
+    target = (options.home / "models" / options.preset).resolve()
     if not (target / "config.json").is_file():
         say(f"making the {options.preset} preset model (random weights, seed 0) in {target}")
         make_checkpoint(options.preset, target, seed=0)
