@@ -121,13 +121,20 @@ class LoopProof:
             roots.setdefault(name, la if run == "A" else lb)
         return demanded_lanes(self.loop_of(run), roots, self.w.prob.launch(run).ir)
 
+    @property
+    def symmetric(self) -> bool:
+        """Equal constexprs: launch B's single-launch facts are launch A's renamed."""
+        return self.w.prob.A.ir.constexprs == self.w.prob.B.ir.constexprs
+
     def _prepare_kinds(self) -> None:
         with self.loop_level():
-            for run in ("A", "B"):
+            for run in ("A",) if self.symmetric else ("A", "B"):
                 demanded = self.demanded(run)
                 init, later, _ = loop_fixpoint(self.w.values, run, self.loop_of(run), demanded)
                 self.entry[run, "first"], self.entry[run, "later"] = init, later
                 self.entry_for = set(demanded) if run == "A" else self.entry_for & set(demanded)
+        if self.symmetric:  # value classes carry no launch-specific terms
+            self.entry["B", "first"], self.entry["B", "later"] = self.entry["A", "first"], self.entry["A", "later"]
 
     def _after_witness(self, run: str, cond: z3.BoolRef) -> dict | None:
         """Entry classes of the extra iterations ``cond`` when some earlier iteration surely
@@ -163,6 +170,8 @@ class LoopProof:
                 self._walk_next(name, la, lb, _SPLIT)
         for label, (kind, cond) in self.extras.items():
             run = label[0]
+            if run == "B" and self.symmetric:
+                continue  # launch B's extra iterations are launch A's renamed
             if self.ctx.possible(cond):
                 if not {n for n, _, _ in self.reaches.values()} <= self.entry_for:
                     self._prepare_kinds()

@@ -52,6 +52,7 @@ class Values:
         self.walker = None
         self._memo: dict = {}
         self._fix: dict = {}
+        self._state_dep: dict[int, bool] = {}
         self.uncertain: list | None = None  # records (guard, lane, range) of undecided max/min lanes
         self.forced: frozenset[int] = frozenset()  # guards known to hold on some lane
 
@@ -76,14 +77,25 @@ class Values:
 
     # -- the analysis -----------------------------------------------------------------------
     def gkinds(self, node: FNode, lanes: tuple, run: str) -> list:
-        key = (node.uid, tuple(x.get_id() for x in lanes), run, self.ctx.key, self._env_key(run))
+        # Classes of a value that no carried state reaches do not depend on the carried classes
+        # in force, so fixpoint rounds share them.
+        env = self._env_key(run) if self._stateful(node) else ()
+        key = (node.uid, tuple(x.get_id() for x in lanes), run, self.ctx.key, env, tuple(sorted(self.forced)),
+               self.uncertain is not None)  # a recording pass recomputes
         hit = self._memo.get(key)
         if hit is None:
             hit = self._memo[key] = self._compute(node, lanes, run)
         return hit
 
+    def _stateful(self, node: FNode) -> bool:
+        hit = self._state_dep.get(node.uid)
+        if hit is None:
+            hit = node.op in ("carried", "loopres") or any(self._stateful(a) for a in node.args)
+            self._state_dep[node.uid] = hit
+        return hit
+
     def _env_key(self, run: str) -> tuple:
-        envs = tuple(token for token, _ in self.env_stack) + tuple(sorted(self.forced))
+        envs = tuple(token for token, _ in self.env_stack)
         active = tuple((id(lp), lp.cls) for lp in self.walker.active) if self.walker else ()
         return envs + active
 
