@@ -62,7 +62,8 @@ def test_negative_control_detects(run_fake):
 
     records = by_id(run_fake(["negative-control"]))
     assert len(records) == 5, "control units emit no per-mismatch records"
-    assert all(r.status == "pass" and r.details["num_failed"] > 0 for r in records.values())
+    assert all(r.status == "pass" and r.details["num_failed"] > 0 for r in records.values()), [
+        (r.summary, r.details["problems"], r.details["findings"][:1]) for r in records.values() if r.status != "pass"]
     summary = summarize(records.values())["suite.negative_control"]
     assert summary["comparisons"] == 196 and summary["detected"] > 0
     assert summary["passed"] == summary["failed"] == 0, "detections are not failures of the control"
