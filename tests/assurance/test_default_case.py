@@ -84,9 +84,12 @@ def test_cpu_and_gpu_trusted_items_follow_the_device():
                               deployment_fields=fields, today=TODAY, now=NOW)
         return {n for n in CASE_TRUSTED if evaluation.node(n).status != "not-applicable"}
 
-    cpu, gpu = {"accelerator": {"device_type": "cpu"}}, {"accelerator": {"device_type": "cuda", "name": "H200"}}
+    cpu = {"accelerator": {"device_type": "cpu"}, "engine": {"cuda_graphs": False}}
+    gpu = {"accelerator": {"device_type": "cuda", "name": "H200"}, "engine": {"cuda_graphs": False}}
+    graphs = {"accelerator": {"device_type": "cuda", "name": "H200"}, "engine": {"cuda_graphs": True}}
     assert applies(cpu) == CASE_TRUSTED - {"trusted.gpu-execution", "trusted.cuda-graph-replay"}
-    assert applies(gpu) == CASE_TRUSTED - {"trusted.cpu-path"}
+    assert applies(gpu) == CASE_TRUSTED - {"trusted.cpu-path", "trusted.cuda-graph-replay"}
+    assert applies(graphs) == CASE_TRUSTED - {"trusted.cpu-path"}
 
 
 def test_every_assumption_the_verifier_relies_on_is_an_obligation_of_the_case():
