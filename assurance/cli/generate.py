@@ -34,6 +34,8 @@ def generate(
         "--max-num-batched-tokens", help="Rows computed per step (the chunked-prefill budget).")] = 512,
     max_model_len: Annotated[int, typer.Option("--max-model-len", help="Longest request in positions.")] = 1024,
     check_mode: Annotated[bool, typer.Option("--check-mode", help="Check the engine invariants after every step.")] = False,
+    cuda_graphs: Annotated[bool, typer.Option(
+        "--cuda-graphs", help="Replay decode steps as padded CUDA graphs (CUDA only; recorded in D).")] = False,
     expect_deployment: Annotated[Optional[str], typer.Option(
         "--expect-deployment", help="Refuse to run unless the engine's D has this digest.")] = None,
     json_out: JsonOption = False,
@@ -70,7 +72,8 @@ def generate(
     try:
         config = EngineConfig(page_size=page_size, num_pages=num_pages, max_num_seqs=max_num_seqs,
                               max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
-                              check_mode=check_mode, device=device, dtype=dtype, keep_logit_rows=False)
+                              check_mode=check_mode, device=device, dtype=dtype, keep_logit_rows=False,
+                              cuda_graphs=cuda_graphs)
     except ValueError as exc:
         fail(f"engine options: {exc}")
     try:
