@@ -84,6 +84,23 @@ def _finite_only(result: set, operands: tuple, no_overflow: bool) -> frozenset:
     return frozenset(result)
 
 
+def _classes(values: np.ndarray) -> frozenset:
+    """Classes of every value of a float32 array (vectorised :func:`classify`)."""
+    v = np.asarray(values, dtype=np.float32).ravel()
+    nan, inf = np.isnan(v), np.isinf(v)
+    zero, neg = v == 0, np.signbit(v)
+    finite = ~nan & ~inf & ~zero
+    out = set()
+    for cls, mask in ((NAN, nan), (NINF, inf & neg), (PINF, inf & ~neg), (NZERO, zero & neg), (PZERO, zero & ~neg),
+                      (ONE, finite & (v == 1)), (NEG, finite & neg), (POS, finite & ~neg & (v != 1))):
+        if mask.any():
+            out.add(cls)
+    return frozenset(out)
+
+
+_ARRAYS = {k: np.array(vs, dtype=np.float32) for k, vs in _REPS.items()}
+
+
 @lru_cache(maxsize=None)
 def _unary_table(op: str) -> dict:
     fn = _UNARY.get(op)
@@ -94,7 +111,7 @@ def _unary_table(op: str) -> dict:
             continue
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
-            out[k] = frozenset(classify(fn(_F(v))) for v in _REPS[k])
+            out[k] = _classes(fn(_ARRAYS[k]))
     return out
 
 
@@ -104,7 +121,7 @@ def _binary_table(op: str) -> dict:
     out = {}
     for a, b in itertools.product(ALL, ALL):
         with np.errstate(all="ignore"):
-            out[a, b] = frozenset(classify(fn(x, y)) for x in _REPS[a] for y in _REPS[b])
+            out[a, b] = _classes(fn(_ARRAYS[a][:, None], _ARRAYS[b][None, :]))
     return out
 
 
@@ -136,9 +153,7 @@ def compare(op: str, x: frozenset, y: frozenset) -> frozenset:
     out = set()
     for a in x:
         for b in y:
-            for u in _REPS[a]:
-                for v in _REPS[b]:
-                    out.add(bool(fn(u, v)))
+            out.update(bool(t) for t in np.unique(fn(_ARRAYS[a][:, None], _ARRAYS[b][None, :])))
     return frozenset(out)
 
 

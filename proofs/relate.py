@@ -67,7 +67,14 @@ def _apps_pairs_uncached(ta: z3.ExprRef, tb: z3.ExprRef) -> list | None:
 
 def related_indices(walker, spec: TensorSpec, ia: tuple, ib: tuple, line: int, what: str) -> None:
     """Require that element ``ia`` of launch A and ``ib`` of launch B are related by the contract."""
-    ctx, prob = walker.ctx, walker.prob
+    goal = relation_goal(walker, spec, ia, ib, line, what)
+    walker.ctx.require(goal, pass_name="demand", what=f"{what}: element of {spec.name} is related "
+                       f"({spec.relation.kind})", line=line)
+
+
+def relation_goal(walker, spec: TensorSpec, ia: tuple, ib: tuple, line: int, what: str) -> z3.BoolRef:
+    """The condition under which elements ``ia`` (launch A) and ``ib`` (launch B) are related."""
+    prob = walker.prob
     rel = spec.relation
     na, nb = prob.A.names, prob.B.names
     if rel.kind == "equal":
@@ -85,7 +92,7 @@ def related_indices(walker, spec: TensorSpec, ia: tuple, ib: tuple, line: int, w
     else:
         raise walker.fail("demand", f"{what} reads {spec.name}, which the contract does not relate between "
                           "launches (relation none)", line)
-    ctx.require(goal, pass_name="demand", what=f"{what}: element of {spec.name} is related ({rel.kind})", line=line)
+    return goal
 
 
 def _paged_goal(walker, spec: TensorSpec, ia: tuple, ib: tuple, line: int) -> z3.BoolRef:
@@ -159,19 +166,21 @@ def pair_load(walker, a: FNode, la: tuple, b: FNode, lb: tuple) -> None:
     if writes:
         raise Unsupported("load from a tensor the kernel also writes", a.line,
                           f"{tensor} is stored at line {writes[0]}; another program's write could be read")
+    ia, ib = decompose(off_a, prob.A.strides(spec)), decompose(off_b, prob.B.strides(spec))
+    if ia is None or ib is None:
+        raise Unsupported("load address", a.line, layout_problem(tensor, a.data["offset"], spec.strides))
     with ints_related(walker, [(ma, mb), (off_a, off_b)], a.line):
-        ctx.require(ma == mb, pass_name="pairing", what=f"{what}: masks are equal", line=a.line)
+        goals = [(ma == mb, "pairing", f"{what}: masks are equal")]
         if not a.data["access"].has_other:
-            ctx.require(ma, pass_name="demand", what=f"{what}: no masked-off element is demanded "
-                        "(the load has no other=, so such elements are undefined)", line=a.line)
-        elif a.args and ctx.possible(z3.Not(ma)):
-            with ctx.assume(z3.Not(ma)):
-                walker.pair(a.args[0], la, b.args[0], lb)
-        if not ctx.possible(ma):
-            return
-        with ctx.assume(ma):
-            ia = decompose(off_a, prob.A.strides(spec))
-            ib = decompose(off_b, prob.B.strides(spec))
-            if ia is None or ib is None:
-                raise Unsupported("load address", a.line, layout_problem(tensor, a.data["offset"], spec.strides))
-            related_indices(walker, spec, ia, ib, a.line, what)
+            goals.append((ma, "demand", f"{what}: no masked-off element is demanded (the load has no other=, "
+                                        "so such elements are undefined)"))
+        goals.append((z3.Implies(ma, relation_goal(walker, spec, ia, ib, a.line, what)), "demand",
+                      f"{what}: element of {spec.name} is related ({spec.relation.kind})"))
+        ctx.require_all(goals, a.line)
+        if a.data["access"].has_other and a.args and not z3.is_true(ma):
+            other = a.args[0]
+            while other.op == "view":
+                other = other.args[0]
+            if other.op == "const" or ctx.possible(z3.Not(ma)):  # a constant pairs without queries
+                with ctx.assume(z3.Not(ma)):
+                    walker.pair(a.args[0], la, b.args[0], lb)

@@ -103,12 +103,13 @@ def check_safety(prob: Problem, launch: Launch) -> None:
             inb = z3.And(*[z3.And(i >= 0, i < d) for i, d in zip(idx, launch.dims(spec))])
             live = acc.mask if acc.mask is not None else z3.BoolVal(True)
             masks = _subterms32(acc.mask, ir.widths)
-            goals = [(z3.Implies(live, inb), f"{where} stays in bounds"),
-                     (z3.Implies(live, _no_wrap(prob, launch, spec, _subterms32(acc.offset, ir.widths))),
+            goals = [(z3.Implies(live, inb), "safety", f"{where} stays in bounds"),
+                     (z3.Implies(live, _no_wrap(prob, launch, spec, _subterms32(acc.offset, ir.widths))), "safety",
                       f"{where}: 32-bit address arithmetic does not wrap")]
             if masks:
-                goals.append((_no_wrap(prob, launch, None, masks), f"{where}: 32-bit mask arithmetic does not wrap"))
-            _require_all(ctx, goals, acc.line)
+                goals.append((_no_wrap(prob, launch, None, masks), "safety",
+                              f"{where}: 32-bit mask arithmetic does not wrap"))
+            ctx.require_all(goals, acc.line)
     for term, multiple, line, shape, loops, kind in ir.hints:
         if kind != "multiple_of":
             prob.premises_used.append(f"compiler hint tl.{kind} at line {line} holds (trusted)")
@@ -116,17 +117,6 @@ def check_safety(prob: Problem, launch: Launch) -> None:
         with ctx.assume(*_lane_ranges(shape), *[ir.loops[i].in_range() for i in loops]):
             ctx.require(term % multiple == 0, pass_name="safety",
                         what=f"launch {run}: tl.multiple_of({multiple}) at line {line} holds", line=line)
-
-
-def _require_all(ctx, goals: list, line: int) -> None:
-    """One query for all of a site's obligations; on failure, find and report the failing one."""
-    ob = ctx.prove(z3.And(*[g for g, _ in goals]), pass_name="safety",
-                   what="; ".join(what for _, what in goals), line=line)
-    if ob.status == "proved":
-        return
-    ctx.obligations.pop()
-    for goal, what in goals:  # the conjunction may exceed the resource limit where its parts do not
-        ctx.require(goal, pass_name="safety", what=what, line=line)
 
 
 def _enclosing(ir, loop_id: int | None) -> list[int]:

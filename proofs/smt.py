@@ -219,6 +219,17 @@ class Ctx:
             raise Failed(ob)
         return ob
 
+    def require_all(self, goals: list[tuple[z3.BoolRef, str, str]], line: int = 0) -> None:
+        """Require every (goal, pass, what) with one query; on failure, find and report the failing one."""
+        if len(goals) > 1:
+            ob = self.prove(z3.And(*[g for g, _, _ in goals]), pass_name=goals[0][1],
+                            what="; ".join(what for _, _, what in goals), line=line)
+            if ob.status == "proved":
+                return
+            self.obligations.pop()
+        for goal, pass_name, what in goals:  # a conjunction may exceed the resource limit where its parts do not
+            self.require(goal, pass_name=pass_name, what=what, line=line)
+
     def valid(self, goal: z3.BoolRef) -> bool:
         """Whether ``goal`` provably holds (an unrecorded helper query)."""
         return self.check(z3.Not(goal)) == z3.unsat

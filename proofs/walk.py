@@ -139,7 +139,10 @@ class Walker:
             self.ctx.require(ca == cb, pass_name="pairing", what=f"tl.where guard at line {a.line} is equal",
                              line=a.line)
             for cond, idx in ((ca, 0), (z3.Not(ca), 1)):
-                if self.ctx.possible(cond):
+                arm = a.args[idx]
+                while arm.op == "view":
+                    arm = arm.args[0]
+                if arm.op == "const" or self.ctx.possible(cond):  # a constant arm pairs without queries
                     with self.ctx.assume(cond):
                         self.pair_args(a, la, b, lb, [idx])
 
