@@ -52,12 +52,14 @@ def demanded_lanes(loop: Loop, roots: dict[str, tuple], ir) -> dict[str, tuple]:
                 stack.append((inner.init[node.attrs[0]], lanes))
                 stack += [(v, lanes) for v in inner.next.values() if v.shape == node.shape]
                 continue
+            if node.op == "reduce" and node.attrs[1] is None:
+                arg = node.args[0]
+                stack.append((arg, tuple(bound_var(f"s{node.uid}_{d}", n)[0] for d, n in enumerate(arg.shape))))
+                continue
             if node.op in ("reduce", "dot"):
-                n = node.args[0].shape[node.attrs[1]] if node.op == "reduce" and node.attrs[1] is not None \
-                    else node.args[0].shape[-1]
+                n = node.args[0].shape[node.attrs[1]] if node.op == "reduce" else node.args[0].shape[-1]
                 k, _ = bound_var(f"s{node.uid}", n)
-                stack += [(a, arg_lanes(node, lanes, i, k)) for i, a in enumerate(node.args)
-                          if node.attrs[1] is not None or node.op == "dot"]
+                stack += [(a, arg_lanes(node, lanes, i, k)) for i, a in enumerate(node.args)]
                 continue
             if node.op == "load":
                 continue

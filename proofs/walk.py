@@ -20,7 +20,7 @@ import z3
 
 from proofs import relate
 from proofs.errors import Unsupported
-from proofs.kinds import FINITE, PZERO
+from proofs.kinds import FINITE
 from proofs.problem import Problem
 from proofs.smt import Failed, Obligation
 from proofs.tir import FNode, lanes_subst
@@ -55,10 +55,8 @@ def arg_lanes(node: FNode, lanes: tuple, arg_index: int, bound: z3.ArithRef | No
             if src is not None and arg.shape[src] != 1:
                 out[src] = lanes[k]
         return tuple(out)
-    if op == "reduce":
+    if op == "reduce":  # (a reduction over all axes binds every lane itself, see Walker.pair_reduce)
         axis = node.attrs[1]
-        if axis is None:
-            return tuple(bound if isinstance(bound, z3.ArithRef) else b for b in bound)  # all axes bound
         return tuple(lanes[:axis]) + (bound,) + tuple(lanes[axis:])
     if op == "dot":
         i, j = lanes
@@ -214,6 +212,3 @@ class Walker:
 
     def pair_atomic(self, a: FNode, la: tuple, b: FNode, lb: tuple) -> None:
         raise Unsupported("value returned by an atomic", a.line)
-
-    def zero_kinds(self) -> frozenset:
-        return frozenset({PZERO})

@@ -40,3 +40,9 @@ def test_an_unseen_kernel_log_softmax_is_verified(verify):
     result = verify(KERNELS / "log_softmax.py", "log_softmax_kernel", BLOCK_SIZE=1024)
     assert result.verdict == "VERIFIED", result.reason
     assert result.demand == {"input_ptr": "index [row, *]"}
+
+
+def test_an_unseen_kernel_layer_norm_with_three_outputs_is_verified(verify):
+    result = verify(KERNELS / "layer_norm.py", "_layer_norm_fwd_fused", BLOCK_SIZE=1024)
+    assert result.verdict == "VERIFIED", result.reason
+    assert set(result.demand) == {"X", "W", "B"}
