@@ -129,8 +129,9 @@ def verify_kernel(src: KernelSource, contract: Contract, constexprs: dict[str, A
         except Failed as exc:
             ob = exc.obligation
             verdict = "REFUTED" if ob.status == "refuted" else "UNKNOWN"
-            reason = exc.reason if ob.status == "refuted" else \
-                f"not proved: {exc.reason} (Z3 answered unknown within its resource limit, or a step was imprecise)"
+            why = ("no exact-identity rule shows the state unchanged" if ob.pass_name == "identity" else
+                   "Z3 answered unknown within its resource limit")
+            reason = exc.reason if ob.status == "refuted" else f"not proved: {exc.reason} ({why})"
             cex = prob.counterexample(ob.counterexample) if ob.counterexample else {}
         except Unsupported as exc:
             verdict, reason = "UNSUPPORTED", str(exc)

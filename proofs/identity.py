@@ -22,7 +22,7 @@ import z3
 from proofs import kinds as K
 from proofs.tir import FNode, lanes_subst
 
-__all__ = ["Sym", "SConst", "Simplifier"]
+__all__ = ["Sym", "SConst", "Simplifier", "live_load"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +70,7 @@ class Simplifier:
         self.values, self.run, self.loop_id, self.state = values, run, loop_id, state
         self.ctx = values.ctx
         self._memo: dict = {}
+        self.loads: list[tuple[FNode, tuple]] = []  # loads whose values the simplification could not drop
 
     def simp(self, n: FNode, lanes: tuple):
         key = (n.uid, tuple(x.get_id() for x in lanes), self.ctx.key)
@@ -86,6 +87,9 @@ class Simplifier:
         op = n.op
         if op == "const":
             return SConst(n.attrs[0])
+        if op == "load":
+            self.loads.append((n, lanes))
+            return None
         if op == "carried" and n.data["loop"] == self.loop_id:
             classes = self.state.get(n.attrs[0], K.TOP)
             exact = K.exact_value(classes)
@@ -179,3 +183,13 @@ class Simplifier:
             if isinstance(a, Sym) and a.same(b):
                 return a
         return None
+
+
+def live_load(simp: Simplifier) -> tuple[FNode, tuple] | None:
+    """A load the failed simplification kept whose mask may be on at its element: the extra
+    iteration then folds live input data into the carried state (a real change, not imprecision)."""
+    for node, lanes in simp.loads:
+        mask = node.data["mask"]
+        if mask is None or simp.ctx.possible(lanes_subst(mask, node.shape, lanes)):
+            return node, lanes
+    return None

@@ -18,7 +18,7 @@ import z3
 
 from proofs import kinds as K
 from proofs import relate
-from proofs.identity import SConst, Simplifier, Sym
+from proofs.identity import SConst, Simplifier, Sym, live_load
 from proofs.loopstate import _tokens, demanded_lanes, forced_fixpoint, loop_fixpoint, uncertain_guards
 from proofs.smt import Ctx, Failed, exists
 from proofs.tir import FNode, Loop
@@ -241,8 +241,12 @@ class LoopProof:
                 definite = isinstance(got, SConst) and not got.classes <= classes
                 what = (f"loop at line {loop.line}: an extra {kind} iteration of launch {run} (one the other "
                         f"launch does not run) is not an exact identity on {name!r}")
+                live = live_load(simp) if got is None else None
                 if definite:
                     what += f" (it becomes {got.value!r} from {K.show(classes)})"
+                elif live is not None:
+                    definite = True
+                    what += f" (it folds live elements of {live[0].attrs[0]} loaded at line {live[0].line} into it)"
                 raise self.w.fail("identity", what, loop.line, status="refuted" if definite else "unknown")
 
 

@@ -166,6 +166,10 @@ def exec_for(ip, node: ast.For) -> None:
                 closed[n] = _rebuild(init, f(it, *AX[:len(shape)]))
             else:
                 closed[n] = _rebuild(init, _term(init) + it * delta)
+                if isinstance(init, IntVal) and init.width == 32:
+                    # an i32 value accumulated over the iterations must not wrap (pointers add to 64 bits)
+                    ip.ir.widths[closed[n].term.get_id()] = (32, node.lineno)
+                    ip.ir.keep.append(closed[n].term)
         elif isinstance(init, FNode):
             closed[n] = holders[n]
         elif nxt is not init and nxt != init:

@@ -18,6 +18,7 @@ CASES = [
     ("window_no_clamp", "window_attention_kernel", WINDOW, "cannot show the left operand is exactly +0"),
     ("load_without_other", "rms_norm_no_other", {}, "no masked-off element is demanded"),
     ("precision_differs", "matmul_precision", {}, "dot['tf32'"),
+    ("k_tiles_from_m", "matmul_k_from_m", {}, "folds live elements of a_ptr"),
 ]
 
 
