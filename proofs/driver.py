@@ -67,6 +67,9 @@ def _premises(prob: Problem, checked: dict[str, str]) -> list[Premise]:
             for n, t in c.tensors.items() if t.values]
     out += [Premise(f"non-negative values of {n} are pairwise distinct", "contract", "trusted")
             for n, t in c.tensors.items() if t.distinct]
+    out += [Premise(f"for every {' x '.join(e.tensors)} element ({', '.join(e.index)})"
+                    + ("" if e.where == "True" else f" with {e.where}") + ": " + " and ".join(e.holds),
+                    "contract", "trusted") for e in c.each]
     if c.no_overflow:
         out.append(Premise("float arithmetic on finite values stays finite (no overflow)", "contract", "trusted"))
     out += [Premise(f"integer argument {n} fits in 32 bits", "verifier", "trusted")
