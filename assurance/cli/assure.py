@@ -73,7 +73,7 @@ def _run(options, json_out: bool) -> None:
                                       progress=progress)
         except KeyboardInterrupt:
             err_console.print("interrupted: the evidence of every finished stage is in the store; "
-                              "run the same command again to resume", style="yellow")
+                              "run the same command again to resume", style="yellow", soft_wrap=True)
             raise typer.Exit(code=130) from None
         except FileNotFoundError as exc:
             fail(str(exc))
