@@ -84,13 +84,13 @@ def paged_attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, block_table
         pages = tl.load(block_table_ptr + seq * stride_bt + keys // PAGE_SIZE, mask=is_stored, other=0)
         slots = pages * stride_page + (keys % PAGE_SIZE) * stride_slot + kv_head * stride_head
         k = tl.load(k_cache_ptr + slots[None, :] + offs_d[:, None], mask=is_stored[None, :], other=0.0)
+        v = tl.load(v_cache_ptr + slots[:, None] + offs_d[None, :], mask=is_stored[:, None], other=0.0)
         scores = tl.dot(q, k, input_precision="ieee") * SCALE
         scores = tl.where(keys[None, :] <= positions[:, None], scores, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(scores, axis=1))
         m_safe = tl.where(m_new > float("-inf"), m_new, 0.0)
         alpha = tl.exp(m_i - m_safe)
         p = tl.exp(scores - m_safe[:, None])
-        v = tl.load(v_cache_ptr + slots[:, None] + offs_d[None, :], mask=is_stored[:, None], other=0.0)
         l_i = l_i * alpha + tl.sum(p, axis=1)
         acc = tl.dot(p.to(DTYPE), v, acc * alpha[:, None], input_precision="ieee")
         m_i = m_new

@@ -35,14 +35,15 @@ DTYPES = ("float32", "bfloat16")
 KERNELS = ("embedding", "rms_norm", "matmul", "rope", "silu_mul", "store_kv", "paged_attention")
 _KEY_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")  # no ':' or spaces: safe as a DOT id
 
-# bf16 matmul: at least this many column tiles, so a decode launch (M <= BLOCK_M) spreads a
-# weight over two waves of a 132-SM GPU. Depends on N only, never on M.
-MIN_COLUMN_PROGRAMS = 256
+# bf16 matmul: the widest column tile (of 128, 64, 32) that still gives this many column tiles,
+# so a decode launch (M <= BLOCK_M, one row tile) spreads a weight over about one wave of a
+# 132-SM GPU; narrower weights get 32-column tiles. Depends on N only, never on M.
+MIN_COLUMN_PROGRAMS = 128
 # Paged attention tile: query tokens per block (tile rows, >= 16 for tl.dot) and keys per KV tile.
 ATTENTION_QUERIES = 64
-ATTENTION_KEYS = 64
+ATTENTION_KEYS = 128
 ATTENTION_WARPS = 4
-ATTENTION_STAGES = 3
+ATTENTION_STAGES = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,8 +149,10 @@ def matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str)
     """``out[M, N] = x[M, K] @ weight[N, K].T (+ bias)``: tile sizes from (N, K, dtype) only.
 
     bf16 uses tensor cores with BLOCK_M = 64 (a Hopper warpgroup MMA) and the widest BLOCK_N
-    that still gives MIN_COLUMN_PROGRAMS column tiles, so decode (one row tile) streams the
-    weight at full width. fp32 uses IEEE-precision dots (no TF32) on a fixed small tile.
+    of 128/64/32 that still gives MIN_COLUMN_PROGRAMS column tiles (32 when none does), so decode
+    (one row tile) streams the weight over most SMs while prefill gets tiles wide enough for
+    the tensor cores; the trade-off for narrow weights was measured (docs/performance.md).
+    fp32 uses IEEE-precision dots (no TF32) on a fixed small tile.
     """
     _check_positive(n=n, k=k)
     _check_dtype(dtype)
@@ -157,7 +160,7 @@ def matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str)
     if dtype == "float32":
         block_m, block_n, block_k, warps, stages = 32, 32, 64, 4, 2
     else:
-        block_n = next((b for b in (128, 64, 32) if -(-n // b) >= MIN_COLUMN_PROGRAMS), 16)
+        block_n = next((b for b in (128, 64) if -(-n // b) >= MIN_COLUMN_PROGRAMS), 32)
         block_m, block_k, warps, stages = 64, (64 if block_n == 128 else 128), 4, 4
     suffix = f"n{n}_k{k}" + ("_bias" if has_bias else "") + ("" if out_dtype == dtype else "_out_" + out_dtype)
     return _make("matmul", suffix,

@@ -90,10 +90,10 @@ def test_llama_1b_matmul_tiles_spread_decode_over_the_gpu():
         if entry.kernel != "matmul":
             continue
         c = entry.constexpr_dict()
-        assert c["BLOCK_M"] == 64 and c["BLOCK_N"] >= 16 and c["BLOCK_K"] >= 64
+        assert c["BLOCK_M"] == 64 and c["BLOCK_N"] >= 32 and c["BLOCK_K"] >= 64
         column_tiles = -(-c["N"] // c["BLOCK_N"])
-        # as many programs at M <= 64 as two waves of a 132-SM GPU, or the narrowest tile
-        assert column_tiles >= configs.MIN_COLUMN_PROGRAMS or c["BLOCK_N"] == 16, entry.key
+        # about one wave of a 132-SM GPU at M <= 64, or the narrowest tile
+        assert column_tiles >= configs.MIN_COLUMN_PROGRAMS or c["BLOCK_N"] == 32, entry.key
     assert plan.entry("matmul.n128256_k2048_out_float32").constexpr_dict()["BLOCK_N"] == 128
 
 
