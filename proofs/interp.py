@@ -45,6 +45,7 @@ class Interp(ExprEval):
         defaults = dict(zip([a.arg for a in func.args.args][-len(func.args.defaults):] if func.args.defaults else [],
                             func.args.defaults))
         constexprs = self.ir.constexprs
+        nonneg = self._nonnegative_params()
         for arg in func.args.args:
             name = arg.arg
             if name in constexprs:
@@ -56,7 +57,8 @@ class Interp(ExprEval):
                 if spec.dtype.startswith("float"):
                     self.env[name] = FNode("param", (), "float32", attrs=(name, spec.kind), line=func.lineno)
                 else:
-                    self.env[name] = IntVal(self.names.param(name), (), 64 if spec.dtype == "int64" else 32)
+                    self.env[name] = IntVal(self.names.param(name), (), 64 if spec.dtype == "int64" else 32,
+                                            name in nonneg)
             elif name in defaults:
                 self.env[name] = constexprs[name] = self.eval(defaults[name])
             else:
@@ -66,6 +68,18 @@ class Interp(ExprEval):
                                     "([tensors] for pointers, [params] for scalars)")
         self.ir.pids = tuple(self.names.pid(k) for k in range(len(self.contract.grid)))
         self.ir.grid = tuple(self.names.expr(g) for g in self.contract.grid)
+
+    def _nonnegative_params(self) -> set[str]:
+        """Integer arguments the contract's premises make non-negative: their ``//`` and ``%``
+        are floor division and modulo (equal to C's under the premise, and simpler for Z3)."""
+        solver = z3.Solver()
+        solver.set("rlimit", 200_000)
+        solver.add(*[self.names.expr(t) for t in self.contract.assume])
+        out = set()
+        for name, spec in self.contract.params.items():
+            if not spec.dtype.startswith("float") and solver.check(self.names.param(name) < 0) == z3.unsat:
+                out.add(name)
+        return out
 
     def execute(self) -> KernelIR:
         self.bind_params()

@@ -21,6 +21,7 @@ from proofs.contract import TensorSpec
 from proofs.errors import Unsupported
 from proofs.tlmemory import layout_problem
 from proofs.layout import decompose
+from proofs.smt import children
 from proofs.tir import FNode, lanes_subst
 
 __all__ = ["pair_load", "ints_related", "related_indices"]
@@ -56,7 +57,7 @@ def _apps_pairs_uncached(ta: z3.ExprRef, tb: z3.ExprRef) -> list | None:
         parts = [(c1, c2, (), ()), (ta.arg(1), tb.arg(1), (c1,), (c2,)),
                  (ta.arg(2), tb.arg(2), (z3.Not(c1),), (z3.Not(c2),))]
     else:
-        parts = [(x, y, (), ()) for x, y in zip(ta.children(), tb.children())]
+        parts = [(x, y, (), ()) for x, y in zip(children(ta), children(tb))]
     for x, y, pa, pb in parts:
         inner = _apps_pairs(x, y)
         if inner is None:

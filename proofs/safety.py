@@ -16,7 +16,7 @@ from proofs.errors import Unsupported
 from proofs.tlmemory import layout_problem
 from proofs.layout import decompose
 from proofs.problem import Launch, Problem
-from proofs.smt import I32
+from proofs.smt import I32, children
 from proofs.wrapper import EXTENTS
 from proofs.tir import AX
 
@@ -40,7 +40,7 @@ def _subterms32(term: z3.ExprRef | None, widths: dict) -> list[tuple[z3.ArithRef
         seen.add(key)
         if widths.get(t.get_id(), (0,))[0] == 32 and not z3.is_int_value(t):
             out.append((t, guard))
-        kids = t.children()
+        kids = children(t)
         if z3.is_mul(t) and len(kids) == 2:
             for mine, other in ((kids[0], kids[1]), (kids[1], kids[0])):
                 g = other != 0 if not z3.is_int_value(other) else None

@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 
 import z3
 
-__all__ = ["Obligation", "Ctx", "Failed", "I32", "uf_apps", "model_values", "exists"]
+__all__ = ["Obligation", "Ctx", "Failed", "I32", "uf_apps", "children", "model_values", "exists"]
 
 
 RLIMIT = 3_000_000  # Z3 resource units per query (the plan's largest queries use under 200 000)
@@ -47,6 +47,15 @@ class Failed(Exception):
 
 
 _APPS: dict[int, tuple] = {}
+_KIDS: dict[int, tuple] = {}
+
+
+def children(term: z3.ExprRef) -> tuple:
+    """``term.children()``, memoised per term (z3py builds new wrappers on every call)."""
+    hit = _KIDS.get(term.get_id())
+    if hit is None:
+        hit = _KIDS[term.get_id()] = (term, tuple(term.children()))
+    return hit[1]
 
 
 def _is_tensor_app(t: z3.ExprRef) -> bool:
@@ -68,7 +77,7 @@ def uf_apps(term: z3.ExprRef) -> tuple[z3.ExprRef, ...]:
     if not z3.is_quantifier(term):
         if _is_tensor_app(term):
             out[term.get_id()] = term
-        for child in term.children():
+        for child in children(term):
             for a in uf_apps(child):
                 out.setdefault(a.get_id(), a)
     apps = tuple(out.values())
@@ -89,8 +98,8 @@ def exists(variables: list, body: z3.BoolRef) -> z3.BoolRef:
     key = (tuple(v.get_id() for v in variables), body.get_id())
     if key in _QE:
         return _QE[key]
-    names = {str(v) for v in variables}
-    apps = [a for a in uf_apps(body) if not names & {str(x) for x in z3.z3util.get_vars(a)}]
+    names = [str(v) for v in variables]
+    apps = [a for a in uf_apps(body) if not any(n in a.sexpr() for n in names)]  # only contents free of them
     consts = [z3.Int(f"_qe{i}") for i in range(len(apps))]
     flat = z3.substitute(body, *zip(apps, consts)) if apps else body
     goal = z3.Goal()

@@ -153,14 +153,16 @@ class Walker:
             with self.ctx.assume(*[r for _, r in ks]):
                 self.pair(arg, lanes, b.args[0], lanes)
             return
-        k, rng = bound_var(f"{a.uid}_{b.uid}", arg.shape[axis], a.line)
+        # Lanes are named after the operand and axis they range over, so a reduction and a dot over
+        # the same operand share its element walks (and their memo entries).
+        k, rng = bound_var(f"{arg.uid}_{b.args[0].uid}_{axis}", arg.shape[axis], a.line)
         with self.ctx.assume(rng):
             self.pair(arg, arg_lanes(a, la, 0, k), b.args[0], arg_lanes(b, lb, 0, k))
 
     def pair_dot(self, a: FNode, la: tuple, b: FNode, lb: tuple) -> None:
         if len(a.args) == 3:
             self.pair(a.args[2], la, b.args[2], lb)
-        k, rng = bound_var(f"{a.uid}_{b.uid}", a.args[0].shape[1], a.line)
+        k, rng = bound_var(f"{a.args[0].uid}_{b.args[0].uid}_1", a.args[0].shape[1], a.line)
         with self.ctx.assume(rng):
             pa, pb = arg_lanes(a, la, 0, k), arg_lanes(b, lb, 0, k)
             self.pair(a.args[0], pa, b.args[0], pb)
