@@ -123,7 +123,8 @@ def run_pipeline(options: AssureOptions, *, command: tuple[str, ...], say: Calla
             outcomes.append(StageOutcome(stage, "reused", owned, message="evidence under D is fresh"))
             continue
         ctx = StageContext(model_dir=model_dir, deployment=deployment, device=options.device, scale=options.scale,
-                           label=label, command=command, progress=lambda m, d, t, s=stage: progress(s, m, d, t))
+                           label=label, command=command, progress=lambda m, d, t, s=stage: progress(s, m, d, t),
+                           db_url=options.db_url)
         started = time.perf_counter()
         try:
             records = run_stage(stage, ctx, wanted)

@@ -41,6 +41,15 @@ class StageContext:
     label: str  # mixed into record ids on a forced re-run
     command: tuple[str, ...]
     progress: Progress
+    db_url: str = ""
+
+    def stored_evidence(self) -> list:
+        """Every evidence view in the store (all configurations), for carrying proofs over."""
+        from evidence_db.session import open_session
+        from evidence_db.store import load_evidence
+
+        with open_session(self.db_url) as session:
+            return load_evidence(session=session)
 
 
 def stage_obligations(stage: str, all_obligations: Sequence[str]) -> list[str]:
@@ -67,11 +76,23 @@ def run_stage(stage: str, ctx: StageContext, obligations: Sequence[str]) -> list
 
 
 def _verify(ctx: StageContext, obligations: list[str]) -> list[EvidenceRecord]:
-    from proofs.producer import verify_plan_records
+    from assurance.pipeline.reuse import carry_proofs
+    from proofs.planrun import targets_from_deployment
+    from proofs.producer import producer_info, verify_plan_records
 
     keys = {o.removeprefix("kernel.").removesuffix(".contract") for o in obligations}
-    return verify_plan_records(deployment=ctx.deployment, keys=keys, progress=ctx.progress,
-                               command=" ".join(ctx.command))
+    targets = [t for t in targets_from_deployment(ctx.deployment.fields) or [] if t.key in keys]
+    carried: list[EvidenceRecord] = []
+    if targets and not ctx.label:  # a forced run re-verifies everything
+        carried, remaining = carry_proofs(evidence=ctx.stored_evidence(), targets=targets,
+                                          deployment=ctx.deployment,
+                                          producer=producer_info(" ".join(ctx.command), utc_now()))
+        keys = set(remaining)
+        ctx.progress(f"{len(carried)} proofs carried over unchanged", len(carried), len(targets))
+    if not keys:
+        return carried
+    return carried + verify_plan_records(deployment=ctx.deployment, keys=keys, progress=ctx.progress,
+                                         command=" ".join(ctx.command))
 
 
 def _runtime(ctx: StageContext, obligations: list[str]) -> list[EvidenceRecord]:
