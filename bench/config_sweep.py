@@ -38,15 +38,11 @@ REPEATS = 5
 SETTINGS = {"device": "cuda", "prefill_m": 4096, "kv_len": 1024}
 
 
-def _candidate(kind: str, cand: tuple) -> tuple[dict, int, int]:
-    if kind == "matmul":
-        return dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), cand[:3])), cand[3], cand[4]
-    return dict(zip(("BLOCK_Q", "BLOCK_N"), cand[:2])), cand[2], cand[3]
-
-
 def _entry(preset: str, key: str, kind: str, cand: tuple):
-    constexprs, warps, stages = _candidate(kind, cand)
-    return sc.with_config(preset_plan(preset).entry(key), constexprs, warps, stages)
+    base = preset_plan(preset).entry(key)
+    if kind == "matmul":
+        return sc.with_config(base, dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), cand[:3])), cand[3], cand[4])
+    return sc.variant_entry(base, *cand)
 
 
 def _warm(job: tuple) -> tuple[tuple, str | None]:
@@ -58,7 +54,7 @@ def _warm(job: tuple) -> tuple[tuple, str | None]:
             sc.matmul_call(entry, *sc.matmul_inputs(entry, 1, 1, device)[0])()
         else:
             inputs = sc.attention_inputs(entry, 2, 3, 80, device)
-            sc.attention_call(entry)(*inputs, 0.125)
+            sc.attention_call(entry, cand[0])(*inputs, 0.125)
         if device == "cuda":
             torch.cuda.synchronize()
         return job, None
@@ -125,9 +121,9 @@ def sweep_attention(preset: str, key: str, errors: dict, deadline: float) -> dic
             continue
         try:
             cand_entry = _entry(preset, key, "attention", cand)
-            call = sc.attention_call(cand_entry)
+            call = sc.attention_call(cand_entry, cand[0])
             out["us"] = {n: _time([(lambda i=i: call(*i, scale)) for i in ins]) for n, ins in inputs.items()}
-            out["invariance_failures"] = sc.attention_invariance_failures(cand_entry, SETTINGS["device"])
+            out["invariance_failures"] = sc.attention_invariance_failures(cand_entry, SETTINGS["device"], cand[0])
         except Exception as exc:
             out["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
     return row
@@ -148,11 +144,11 @@ def markdown(results: dict) -> str:
     copy = results["ceilings"].get("copy_eager_4gib_gbps", float("nan"))
     for row in results["attention"]:
         lines += [f"## {row['key']} (µs; SDPA: {json.dumps({k: round(v, 1) for k, v in row['sdpa_us'].items()})})",
-                  "", "| BQ, BN, warps, stages | decode B=4 | decode B=32 | prefill | invariance |", "|---|---|---|---|---|"]
+                  "", "| variant, BQ, BN, warps, stages | decode B=4 | decode B=32 | prefill | invariance |", "|---|---|---|---|---|"]
         for c in row["candidates"]:
             us = c.get("us", {})
-            lines.append(f"| {c['config']} | {us.get('decode_b4', '')} | {us.get('decode_b32', '')} | "
-                         f"{us.get('prefill', '')} | {c.get('error') or c.get('invariance_failures')} |")
+            cells = " | ".join(f"{us[n]:.1f}" if n in us else "" for n in ("decode_b4", "decode_b32", "prefill"))
+            lines.append(f"| {c['config']} | {cells} | {c.get('error') or c.get('invariance_failures')} |")
         lines.append("")
     for row in results["matmul"]:
         t = row["torch_us"]

@@ -12,24 +12,24 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
+import triton
 
 from kernels import metadata
-from kernels.attention import launch_paged_attention
+from kernels.attention import check_paged_attention, launch_paged_attention
 from kernels.matmul import launch_matmul
 from kernels.plan import PlanEntry
-from kernels.tensors import torch_dtype
+from kernels.tensors import constexpr_kwargs, torch_dtype
 
 __all__ = ["MATMUL_CANDIDATES", "ATTENTION_CANDIDATES", "matmul_candidates", "with_config", "matmul_inputs", "matmul_call",
-           "torch_matmul_call", "matmul_invariance_failures", "attention_call", "attention_inputs", "sdpa_call",
+           "torch_matmul_call", "matmul_invariance_failures", "attention_call", "variant_entry", "attention_inputs", "sdpa_call",
            "attention_invariance_failures"]
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): decode-leaning (narrow columns, deep K),
 # balanced, and prefill-leaning (wide wgmma tiles) shapes.
 MATMUL_CANDIDATES = [
-    (16, 16, 256, 4, 4), (16, 16, 512, 4, 3), (16, 16, 512, 2, 4), (16, 32, 256, 4, 4), (16, 32, 512, 4, 3),
-    (16, 64, 256, 4, 3),
-    (64, 16, 128, 4, 4), (64, 16, 256, 4, 4), (64, 32, 128, 4, 4), (64, 32, 256, 4, 3), (64, 64, 128, 4, 4),
-    (64, 128, 64, 4, 4), (64, 256, 64, 8, 3), (128, 64, 64, 4, 4), (128, 128, 64, 8, 3), (128, 256, 64, 8, 3),
+    (64, 32, 128, 4, 4), (64, 64, 128, 4, 4), (64, 128, 64, 4, 4),  # the plan's choices, for reference
+    (64, 32, 64, 4, 4), (64, 32, 128, 4, 3), (64, 32, 128, 8, 4), (64, 64, 64, 4, 4), (64, 64, 128, 4, 3),
+    (128, 32, 64, 4, 4), (128, 32, 128, 8, 3), (128, 64, 64, 8, 3),
 ]
 # Weights at least this wide have enough column tiles for decode at any candidate width; their
 # narrow-tile candidates would only spend the sweep's time on very slow prefills.
@@ -41,9 +41,14 @@ def matmul_candidates(n: int) -> list[tuple]:
     return [c for c in MATMUL_CANDIDATES if n < WIDE_N or min(c[0], c[1]) >= WIDE_MIN_TILE]
 
 
-# (BLOCK_Q, BLOCK_N, num_warps, num_stages) of paged attention.
-ATTENTION_CANDIDATES = [(64, 64, 4, 3), (64, 64, 4, 2), (64, 32, 4, 3), (64, 128, 4, 2), (64, 64, 8, 3),
-                        (128, 64, 8, 2), (128, 128, 8, 2), (32, 64, 4, 3), (16, 64, 4, 3), (16, 128, 4, 2)]
+# (variant, BLOCK_Q, BLOCK_N, num_warps, num_stages) of paged attention: "plan" is kernels/attention.py,
+# the others are bench/attention_variants.py.
+ATTENTION_CANDIDATES = [
+    ("plan", 64, 128, 4, 2), ("plan", 64, 128, 4, 3), ("plan", 64, 64, 4, 3), ("plan", 64, 256, 4, 2),
+    ("plan", 64, 256, 8, 2), ("plan", 32, 128, 4, 2), ("plan", 16, 256, 4, 2), ("plan", 128, 128, 8, 2),
+    ("vlate", 64, 128, 4, 2), ("ktrans", 64, 128, 4, 2), ("ktrans", 64, 128, 4, 3), ("ktrans", 64, 256, 4, 2),
+    ("gqa", 16, 128, 4, 2), ("gqa", 16, 64, 4, 3), ("gqa", 16, 256, 4, 2), ("gqa", 32, 128, 8, 2),
+]
 
 
 def with_config(entry: PlanEntry, constexprs: dict, num_warps: int, num_stages: int) -> PlanEntry:
@@ -84,14 +89,38 @@ def matmul_invariance_failures(entry: PlanEntry, x: torch.Tensor, w: torch.Tenso
             if not torch.equal(run(x[start:start + count].contiguous()).view(bits), full[start:start + count])]
 
 
-def attention_call(entry: PlanEntry) -> Callable[..., torch.Tensor]:
-    """A function with ops.paged_attention's signature that launches ``entry``."""
+def attention_call(entry: PlanEntry, variant: str = "plan") -> Callable[..., torch.Tensor]:
+    """A function with ops.paged_attention's signature that launches ``entry`` with ``variant``."""
     def attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, scale):
         seq_idx = metadata.token_requests(query_start_loc, q.shape[0])
         out = torch.empty_like(q)
-        launch_paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry)
+        if variant == "plan":
+            launch_paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry)
+        else:
+            _launch_variant(variant, q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry)
         return out
     return attention
+
+
+def variant_entry(entry: PlanEntry, variant: str, block_q: int, block_n: int, num_warps: int,
+                  num_stages: int) -> PlanEntry:
+    """The attention entry of one candidate (``gqa`` adds BLOCK_G, the head group padded to 2^k)."""
+    constexprs = {"BLOCK_Q": block_q, "BLOCK_N": block_n}
+    if variant == "gqa":
+        constexprs["BLOCK_G"] = triton.next_power_of_2(entry.constexpr_dict()["GROUP"])
+    return with_config(entry, constexprs, num_warps, num_stages)
+
+
+def _launch_variant(variant, q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry):
+    from bench import attention_variants
+
+    check_paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry)
+    kernel = getattr(attention_variants, f"{variant}_attention_kernel")
+    heads = k_cache.shape[2] if variant == "gqa" else q.shape[1]
+    grid = (triton.cdiv(q.shape[0], entry.constexpr_dict()["BLOCK_Q"]) + block_table.shape[0], heads)
+    kernel[grid](q, k_cache, v_cache, out, block_table, query_start_loc, seq_lens, seq_idx, q.shape[0], q.stride(0),
+                 q.stride(1), out.stride(0), out.stride(1), block_table.stride(0), k_cache.stride(0), k_cache.stride(1),
+                 k_cache.stride(2), **constexpr_kwargs(entry), num_warps=entry.num_warps, num_stages=entry.num_stages)
 
 
 def attention_inputs(entry: PlanEntry, num_seqs: int, q_len: int, kv_len: int, device: str = "cuda") -> tuple:
@@ -121,7 +150,7 @@ def sdpa_call(q, k_cache, v_cache, table, qsl, lens, scale: float) -> Callable[[
                                                   enable_gqa=True)
 
 
-def attention_invariance_failures(entry: PlanEntry, device: str = "cuda") -> list[str]:
+def attention_invariance_failures(entry: PlanEntry, device: str = "cuda", variant: str = "plan") -> list[str]:
     """A 300-token request as a full prefill, as chunks beside other requests, and decoded: bitwise."""
     from tests.kernels.attention_cases import Step, chunk_bounds, make_request, schedule_failures
 
@@ -133,7 +162,7 @@ def attention_invariance_failures(entry: PlanEntry, device: str = "cuda") -> lis
     request, others = make(300), [make(129), make(33, "huge"), make(17, "nan")]
     chunks = chunk_bounds(300, [5, 128, 200, 257, 271])
     companions = [[Step(o, 0, o.length) for o in others[: i % 4]] for i in range(len(chunks))]
-    call = attention_call(entry)
+    call = attention_call(entry, variant)
     failures = schedule_failures(request, chunks, companions, [i % 3 for i in range(len(chunks))],
                                  page_size=s["page_size"], scale=scale, seed=7, poison="nan", device=device,
                                  attention=call)
