@@ -13,10 +13,10 @@ import triton.language as tl
 
 @triton.jit(do_not_specialize=["num_tokens", "stride_bt"])
 def ktrans_attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, block_table_ptr, query_start_ptr,
-                           seq_lens_ptr, seq_idx_ptr, num_tokens, stride_qt, stride_qh, stride_ot, stride_oh,
-                           stride_bt, stride_page, stride_slot, stride_head, GROUP: tl.constexpr,
-                           BLOCK_Q: tl.constexpr, D: tl.constexpr, PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
-                           SCALE: tl.constexpr, DTYPE: tl.constexpr):
+                            seq_lens_ptr, seq_idx_ptr, num_tokens, stride_qt, stride_qh, stride_ot, stride_oh,
+                            stride_bt, stride_page, stride_slot, stride_head, GROUP: tl.constexpr,
+                            BLOCK_Q: tl.constexpr, D: tl.constexpr, PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
+                            SCALE: tl.constexpr, DTYPE: tl.constexpr):
     # q, out: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; block_table: [B, max_pages] int32
     # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
     program = tl.program_id(0)
@@ -123,10 +123,11 @@ def vlate_attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, block_table
 
 @triton.jit(do_not_specialize=["num_tokens", "stride_bt"])
 def gqa_attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, block_table_ptr, query_start_ptr,
-                           seq_lens_ptr, seq_idx_ptr, num_tokens, stride_qt, stride_qh, stride_ot, stride_oh,
-                           stride_bt, stride_page, stride_slot, stride_head, GROUP: tl.constexpr,
-                           BLOCK_G: tl.constexpr, BLOCK_Q: tl.constexpr, D: tl.constexpr, PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
-                           SCALE: tl.constexpr, DTYPE: tl.constexpr):
+                         seq_lens_ptr, seq_idx_ptr, num_tokens, stride_qt, stride_qh, stride_ot, stride_oh,
+                         stride_bt, stride_page, stride_slot, stride_head, GROUP: tl.constexpr,
+                         BLOCK_G: tl.constexpr, BLOCK_Q: tl.constexpr, D: tl.constexpr, PAGE_SIZE: tl.constexpr,
+                         BLOCK_N: tl.constexpr,
+                         SCALE: tl.constexpr, DTYPE: tl.constexpr):
     # q, out: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; block_table: [B, max_pages] int32
     # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
     program = tl.program_id(0)

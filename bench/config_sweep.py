@@ -109,8 +109,9 @@ def sweep_attention(preset: str, key: str, errors: dict, deadline: float) -> dic
     cases = {"decode_b4": (4, 1, kv_len), "decode_b32": (32, 1, kv_len), "prefill": (1, length, length)}
     s = entry.static_dict()
     kv_bytes = {n: 4 * b * kv * s["num_kv_heads"] * s["head_dim"] for n, (b, _, kv) in cases.items()}
-    inputs = {name: [sc.attention_inputs(entry, *shape, SETTINGS["device"]) for _ in range(max(1, min(32, -(-L2_FLUSH_BYTES // kv_bytes[name]))))]
-              for name, shape in cases.items()}
+    copies = {n: max(1, min(32, -(-L2_FLUSH_BYTES // kv_bytes[n]))) for n in cases}
+    inputs = {n: [sc.attention_inputs(entry, *shape, SETTINGS["device"]) for _ in range(copies[n])]
+              for n, shape in cases.items()}
     row = {"key": key, "sdpa_us": {n: _time([sc.sdpa_call(*i, scale) for i in ins]) for n, ins in inputs.items()},
            "candidates": []}
     for cand in sc.ATTENTION_CANDIDATES:
@@ -144,7 +145,8 @@ def markdown(results: dict) -> str:
     copy = results["ceilings"].get("copy_eager_4gib_gbps", float("nan"))
     for row in results["attention"]:
         lines += [f"## {row['key']} (µs; SDPA: {json.dumps({k: round(v, 1) for k, v in row['sdpa_us'].items()})})",
-                  "", "| variant, BQ, BN, warps, stages | decode B=4 | decode B=32 | prefill | invariance |", "|---|---|---|---|---|"]
+                  "", "| variant, BQ, BN, warps, stages | decode B=4 | decode B=32 | prefill | invariance |",
+                  "|---|---|---|---|---|"]
         for c in row["candidates"]:
             us = c.get("us", {})
             cells = " | ".join(f"{us[n]:.1f}" if n in us else "" for n in ("decode_b4", "decode_b32", "prefill"))
@@ -152,8 +154,9 @@ def markdown(results: dict) -> str:
         lines.append("")
     for row in results["matmul"]:
         t = row["torch_us"]
-        lines += [f"## {row['key']} ({'/'.join(row['roles'])}); torch µs {json.dumps({k: round(v, 1) for k, v in t.items()})}",
-                  "", "| BM, BN, BK, warps, stages | M=1 µs | % copy | M=32 µs | prefill µs | % cuBLAS | invariance |",
+        torch_us = json.dumps({k: round(v, 1) for k, v in t.items()})
+        lines += [f"## {row['key']} ({'/'.join(row['roles'])}); torch µs {torch_us}", "",
+                  "| BM, BN, BK, warps, stages | M=1 µs | % copy | M=32 µs | prefill µs | % cuBLAS | invariance |",
                   "|---|---|---|---|---|---|---|"]
         for c in row["candidates"]:
             us = c.get("us")

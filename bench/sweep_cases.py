@@ -20,9 +20,9 @@ from kernels.matmul import launch_matmul
 from kernels.plan import PlanEntry
 from kernels.tensors import constexpr_kwargs, torch_dtype
 
-__all__ = ["MATMUL_CANDIDATES", "ATTENTION_CANDIDATES", "matmul_candidates", "with_config", "matmul_inputs", "matmul_call",
-           "torch_matmul_call", "matmul_invariance_failures", "attention_call", "variant_entry", "attention_inputs", "sdpa_call",
-           "attention_invariance_failures"]
+__all__ = ["MATMUL_CANDIDATES", "ATTENTION_CANDIDATES", "matmul_candidates", "with_config", "matmul_inputs",
+           "matmul_call", "torch_matmul_call", "matmul_invariance_failures", "attention_call", "variant_entry",
+           "attention_inputs", "sdpa_call", "attention_invariance_failures"]
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): decode-leaning (narrow columns, deep K),
 # balanced, and prefill-leaning (wide wgmma tiles) shapes.
