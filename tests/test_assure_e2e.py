@@ -94,8 +94,11 @@ def test_interrupting_keeps_finished_stages_and_the_next_run_resumes(clone, tmp_
     env = {**os.environ, "PYTHONPATH": str(clone), "BITCASE_HOME": str(tmp_path / ".bitcase"),
            "BITCASE_OUT": str(tmp_path / "bitcase-out")}
     code = "from assurance.cli.main import main; main()"
+    # A background CI job may run with SIGINT ignored; the child gets the default disposition, as
+    # a command started from a terminal has, so Ctrl-C reaches it.
     proc = subprocess.Popen([sys.executable, "-c", code, "assure", "--stage", "verify", "--stage", "compare"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     db = tmp_path / "bitcase.db"
     deadline = time.monotonic() + 600
     while _num_items(db) == 0 and proc.poll() is None and time.monotonic() < deadline:
