@@ -19,7 +19,7 @@ from safetensors import safe_open
 from engine.model_config import ModelConfigError, ModelSpec
 
 __all__ = ["CheckpointError", "LayerWeights", "ModelWeights", "expected_shapes", "read_checkpoint",
-           "weights_digest", "load_weights"]
+           "weights_digest", "load_weights", "checkpoint_files", "INDEX_FILE"]
 
 INDEX_FILE = "model.safetensors.index.json"
 _IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)  # derived buffers some exports carry; recomputed here
@@ -71,7 +71,8 @@ def expected_shapes(spec: ModelSpec) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _shard_files(model_dir: Path) -> list[Path]:
+def checkpoint_files(model_dir: Path) -> list[Path]:
+    """The safetensors files of a checkpoint: those its index names, or every ``*.safetensors``."""
     index = model_dir / INDEX_FILE
     if index.is_file():
         try:
@@ -93,7 +94,7 @@ def read_checkpoint(model_dir: Path, spec: ModelSpec) -> dict[str, torch.Tensor]
     """Every tensor of the checkpoint as stored, validated against ``spec``."""
     model_dir = Path(model_dir)
     tensors: dict[str, torch.Tensor] = {}
-    for path in _shard_files(model_dir):
+    for path in checkpoint_files(model_dir):
         try:
             with safe_open(str(path), framework="pt") as f:
                 for name in f.keys():

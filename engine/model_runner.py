@@ -21,12 +21,12 @@ from engine.config import EngineConfig
 from engine.cuda_graphs import PaddedDecode
 from engine.decode_padding import is_decode_step, num_scratch_pages
 from engine.host_logits import HostLogits
-from engine.loader import load_weights
 from engine.model import ForwardBatch, KVCache, LlamaModel
 from engine.model_config import ModelSpec
 from engine.rope import cos_sin_table
 from engine.sampler import greedy_tokens
 from engine.staging import StepBuffers
+from engine.weight_cache import load_shared
 from kernels.launch import LaunchRecord, record_launches, use_plan
 from kernels.plan import SealedPlan, plan_for
 
@@ -77,7 +77,7 @@ class ModelRunner:
         self.config = config
         self.device = torch.device(config.device)
         self.dtype = TORCH_DTYPES[dtype]
-        weights, self.weights_digest = load_weights(model_dir, spec, dtype=self.dtype, device=self.device)
+        weights, self.weights_digest = load_shared(model_dir, spec, dtype=self.dtype, device=self.device)
         cos_sin = cos_sin_table(spec.head_dim, spec.rope_theta, spec.rope_scaling_dict, config.max_model_len)
         self.model = LlamaModel(spec, weights, cos_sin.to(self.device))
         # Pages past the pool, named by no page table: where padding rows of decode steps write.

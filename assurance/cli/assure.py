@@ -20,6 +20,9 @@ OutOption = Annotated[Path | None, typer.Option("--out", help="Directory for the
                                                               "(default: $BITCASE_OUT or ./bitcase-out).",
                                                 file_okay=False)]
 GpuOption = Annotated[bool, typer.Option("--gpu", help="Run the full-scale producers on CUDA (llama-1b, bf16).")]
+GpusOption = Annotated[int | None, typer.Option(
+    "--gpus", min=1, help="With --gpu: split the comparison suites over this many GPUs, one shard process each "
+                          "(default: every visible GPU).")]
 ForceOption = Annotated[bool, typer.Option("--force", help="Recompute all evidence, fresh or not.")]
 StageOption = Annotated[list[str] | None, typer.Option(
     "--stage", help="Only this producer stage (repeatable): verify, runtime, properties, compare.")]
@@ -28,7 +31,24 @@ CaseFileOption = Annotated[Path | None, typer.Option(
     dir_okay=False)]
 
 
-def _options(*, model, db, out, gpu, force, stage, case, rendering):
+def _devices(gpu: bool, gpus: int | None) -> tuple[str, ...]:
+    """cuda:0..N-1 for --gpus N (default: every visible GPU); () on the CPU or with one GPU."""
+    if not gpu:
+        if gpus is not None:
+            fail("--gpus needs --gpu", hint="add --gpu, or leave --gpus out for a CPU run")
+        return ()
+    import torch
+
+    visible = torch.cuda.device_count()
+    if visible == 0:
+        fail("--gpu: no CUDA device is visible to torch", hint="run on a CUDA machine, or leave --gpu out")
+    count = visible if gpus is None else gpus
+    if count > visible:
+        fail(f"--gpus {count}: only {visible} CUDA device(s) are visible", hint=f"pass --gpus {visible} or fewer")
+    return tuple(f"cuda:{i}" for i in range(count)) if count > 1 else ()
+
+
+def _options(*, model, db, out, gpu, force, stage, case, rendering, gpus=None):
     from assurance.pipeline.options import STAGES, AssureOptions
     from assurance.scope import default_case_path
     from assurance.settings import load_settings
@@ -40,7 +60,7 @@ def _options(*, model, db, out, gpu, force, stage, case, rendering):
     try:
         return AssureOptions(db_url=settings.db_url, home=settings.home, out_dir=out or settings.out_dir,
                              case_path=case_path, model_dir=model, device="cuda" if gpu else "cpu",
-                             scale="full" if gpu else "ci", is_forced=force, stages=tuple(stage or STAGES),
+                             scale="full" if gpu else "ci", devices=_devices(gpu, gpus), is_forced=force, stages=tuple(stage or STAGES),
                              is_rendering=rendering)
     except ValueError as exc:
         fail(str(exc))
@@ -111,7 +131,7 @@ def _summary(result) -> None:
 
 
 def assure(model: ModelOption = None, db: DbOption = None, out: OutOption = None, gpu: GpuOption = False,
-           force: ForceOption = False, stage: StageOption = None, case: CaseFileOption = None,
+           gpus: GpusOption = None, force: ForceOption = False, stage: StageOption = None, case: CaseFileOption = None,
            json_out: JsonOption = False) -> None:
     """Run every evidence producer, ingest, evaluate the case under D, write the report and diagram.
 
@@ -119,15 +139,15 @@ def assure(model: ModelOption = None, db: DbOption = None, out: OutOption = None
     Interrupting loses no ingested evidence; run again to resume. Ends with the verdict of each top
     claim and the report's path; exits 1 when the determinism claim is not supported.
     """
-    _run(_options(model=model, db=db, out=out, gpu=gpu, force=force, stage=stage, case=case, rendering=True),
-         json_out)
+    _run(_options(model=model, db=db, out=out, gpu=gpu, force=force, stage=stage, case=case, rendering=True,
+                  gpus=gpus), json_out)
 
 
-def refresh(model: ModelOption = None, db: DbOption = None, gpu: GpuOption = False, stage: StageOption = None,
-            case: CaseFileOption = None, json_out: JsonOption = False) -> None:
+def refresh(model: ModelOption = None, db: DbOption = None, gpu: GpuOption = False, gpus: GpusOption = None,
+            stage: StageOption = None, case: CaseFileOption = None, json_out: JsonOption = False) -> None:
     """Recompute only stale or missing evidence under D and ingest it (no report)."""
-    _run(_options(model=model, db=db, out=None, gpu=gpu, force=False, stage=stage, case=case, rendering=False),
-         json_out)
+    _run(_options(model=model, db=db, out=None, gpu=gpu, force=False, stage=stage, case=case, rendering=False,
+                  gpus=gpus), json_out)
 
 
 def register(app: typer.Typer) -> None:

@@ -76,6 +76,9 @@ def compare(
     deployment: DeploymentOption = None,
     label: Annotated[str, typer.Option(
         "--label", help="Mark a deliberate re-run of identical code, weights and D (new record ids).")] = "",
+    gpus: Annotated[int, typer.Option(
+        "--gpus", min=1, help="Split the run over GPUs cuda:0..N-1, one shard process each (needs --device cuda; "
+                              "not with --shard).")] = 1,
     json_output: JsonOption = False,
 ) -> None:
     """Run the bitwise comparison suites on the engine and write test_result evidence.
@@ -95,6 +98,8 @@ def compare(
         plan(model, suite or ["all"], scale, shard=shard, device=device)
     except CompareInputError as exc:
         fail(str(exc), hint="see `bitcase compare --help`")
+    if gpus > 1:
+        _check_gpus(gpus, device, shard)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=False) as bar:
         task = bar.add_task("compare", total=None)
@@ -106,9 +111,37 @@ def compare(
                 bar.update(task, completed=event.done, description=event.message)
             else:
                 bar.update(task, description=event.message)
-        records = run_suites(model, suite or ["all"], scale=scale, device=device, shard=shard, progress=progress,
-                             deployment=expected, label=label, command=["bitcase", *sys.argv[1:]])
+        command = ["bitcase", *sys.argv[1:]]
+        if gpus > 1:
+            records = _run_on_gpus(model, suite or ["all"], scale, gpus, expected, label, command, progress)
+        else:
+            records = run_suites(model, suite or ["all"], scale=scale, device=device, shard=shard, progress=progress,
+                                 deployment=expected, label=label, command=command)
     _finish(records, out, json_output, {"scale": scale, "shard": shard, "device": device})
+
+
+def _check_gpus(gpus: int, device: str, shard: str) -> None:
+    if device != "cuda":
+        fail(f"--gpus {gpus} needs --device cuda (the shards run on cuda:0..{gpus - 1})")
+    if shard.replace(" ", "") != "1/1":
+        fail("--gpus and --shard cannot be combined", hint="shard across machines with --shard, or across "
+                                                            "one machine's GPUs with --gpus")
+    import torch
+
+    visible = torch.cuda.device_count()
+    if gpus > visible:
+        fail(f"--gpus {gpus}: only {visible} CUDA device(s) are visible", hint=f"pass --gpus {visible} or fewer")
+
+
+def _run_on_gpus(model, suites, scale, gpus, expected, label, command, progress):
+    from engine.compare.api import deployment_for, runtime_checks, selected_suites
+    from engine.compare.devices import run_on_devices
+
+    deployment = expected or deployment_for(model, scale, "cuda")
+    records = run_on_devices(model, selected_suites(suites), scale, devices=[f"cuda:{i}" for i in range(gpus)],
+                             deployment=deployment, label=label, command=command, progress=progress)
+    return records + runtime_checks(model, "cuda", scale, deployment=deployment, command=command,
+                                    source=f"bitcase compare, {gpus} GPUs")
 
 
 def check_config(

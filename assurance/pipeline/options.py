@@ -22,6 +22,7 @@ class AssureOptions:
     model_dir: Path | None = None  # None: the preset model made on first use
     device: str = "cpu"
     scale: str = "ci"
+    devices: tuple[str, ...] = ()  # cuda:N names to split the comparison suites over (one shard each)
     is_forced: bool = False  # recompute even fresh evidence (new record ids via a run label)
     stages: tuple[str, ...] = STAGES
     is_rendering: bool = True
@@ -31,6 +32,9 @@ class AssureOptions:
             raise ValueError(f"device {self.device!r} is not cpu, cuda or cuda:N")
         if self.scale not in ("ci", "full"):
             raise ValueError(f"scale {self.scale!r} is not ci or full")
+        if self.devices and (self.device == "cpu" or len(set(self.devices)) != len(self.devices)
+                             or not all(d.startswith("cuda:") and d[5:].isdigit() for d in self.devices)):
+            raise ValueError(f"devices {list(self.devices)}: need distinct cuda:N names and a CUDA device")
         unknown = sorted(set(self.stages) - set(STAGES))
         if unknown:
             raise ValueError(f"unknown stage(s) {', '.join(unknown)}; stages are {', '.join(STAGES)}")

@@ -102,7 +102,6 @@ def run_pipeline(options: AssureOptions, *, command: tuple[str, ...], say: Calla
                  progress: Callable[[str, str, int, int], None]) -> AssureResult:
     """Run the stages that have stale or missing obligations under D, ingest each, then render."""
     from engine.compare.api import deployment_for
-    from evidence_db.bundle import write_bundle
     from evidence_db.migrate import ensure_store
 
     ensure_store(options.db_url)
@@ -124,27 +123,42 @@ def run_pipeline(options: AssureOptions, *, command: tuple[str, ...], say: Calla
             continue
         ctx = StageContext(model_dir=model_dir, deployment=deployment, device=options.device, scale=options.scale,
                            label=label, command=command, progress=lambda m, d, t, s=stage: progress(s, m, d, t),
-                           db_url=options.db_url)
-        started = time.perf_counter()
-        try:
-            records = run_stage(stage, ctx, wanted)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except Exception as exc:  # a producer that cannot run is reported, the others still run
-            outcomes.append(StageOutcome(stage, "error", wanted, seconds=time.perf_counter() - started,
-                                         message=f"{type(exc).__name__}: {exc}"))
-            continue
-        bundle = bundle_dir / f"{stage}{'-' + label if label else ''}.jsonl"
-        write_bundle(bundle, records)
-        added = _ingest(options, bundle)
-        outcomes.append(StageOutcome(stage, "ran", wanted, len(records), added, time.perf_counter() - started,
-                                     str(bundle)))
+                           db_url=options.db_url, devices=options.devices)
+        outcomes.append(_run_stage(options, stage, ctx, wanted, bundle_dir, label))
     _, evaluation, notes = _obligation_statuses(options, deployment)
     result = AssureResult(deployment.digest, str(model_dir), outcomes,
                           {t: evaluation.node(t).status for t in evaluation.tops}, notes=notes)
     if options.is_rendering:
         result.report, result.diagram = _render(options, result, say)
     return result
+
+
+def _run_stage(options: AssureOptions, stage: str, ctx: StageContext, wanted: list[str], bundle_dir: Path,
+               label: str) -> StageOutcome:
+    """Run one stage, storing each part's records (one bundle, one transaction) as soon as it is done."""
+    from evidence_db.bundle import write_bundle
+
+    outcome = StageOutcome(stage, "ran", wanted)
+    started = time.perf_counter()
+    bundles: list[str] = []
+    try:
+        for part, records in run_stage(stage, ctx, wanted):
+            name = "-".join(x for x in (stage, part, label) if x)
+            bundle = bundle_dir / f"{name}.jsonl"
+            write_bundle(bundle, records)
+            outcome.num_added += _ingest(options, bundle)
+            outcome.num_records += len(records)
+            bundles.append(str(bundle))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:  # a producer that cannot run is reported, the others still run
+        outcome.action = "error"
+        outcome.message = f"{type(exc).__name__}: {exc}"
+        if bundles:
+            outcome.message += f" (the {len(bundles)} part(s) finished before it are stored)"
+    outcome.seconds = time.perf_counter() - started
+    outcome.bundle = ", ".join(bundles)
+    return outcome
 
 
 def _render(options: AssureOptions, result: AssureResult, say: Callable[[str], None]) -> tuple[str, str]:

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from evidence_db.bundle import Deployment, EvidenceRecord, Producer, utc_now
 
@@ -42,6 +42,7 @@ class StageContext:
     command: tuple[str, ...]
     progress: Progress
     db_url: str = ""
+    devices: tuple[str, ...] = ()  # split the comparison suites over these cuda:N devices
 
     def stored_evidence(self) -> list:
         """Every evidence view in the store (all configurations), for carrying proofs over."""
@@ -69,10 +70,16 @@ def stage_obligations(stage: str, all_obligations: Sequence[str]) -> list[str]:
     raise ValueError(f"unknown stage {stage!r}")
 
 
-def run_stage(stage: str, ctx: StageContext, obligations: Sequence[str]) -> list[EvidenceRecord]:
-    """Run ``stage`` for ``obligations`` and return its evidence records."""
-    return {"verify": _verify, "runtime": _runtime, "properties": _properties, "compare": _compare}[stage](
-        ctx, list(obligations))
+def run_stage(stage: str, ctx: StageContext, obligations: Sequence[str]) -> Iterator[tuple[str, list[EvidenceRecord]]]:
+    """Run ``stage`` for ``obligations``; yield ``(part, records)`` as each part finishes.
+
+    The comparison stage yields one part per suite, so the pipeline can store each suite's
+    evidence before the next starts; the other stages yield one part (named ``""``).
+    """
+    if stage == "compare":
+        yield from _compare(ctx, list(obligations))
+        return
+    yield "", {"verify": _verify, "runtime": _runtime, "properties": _properties}[stage](ctx, list(obligations))
 
 
 def _verify(ctx: StageContext, obligations: list[str]) -> list[EvidenceRecord]:
@@ -105,18 +112,26 @@ def _runtime(ctx: StageContext, obligations: list[str]) -> list[EvidenceRecord]:
     return [r for r in records if r.obligation in obligations]
 
 
-def _compare(ctx: StageContext, obligations: list[str]) -> list[EvidenceRecord]:
+def _compare(ctx: StageContext, obligations: list[str]) -> Iterator[tuple[str, list[EvidenceRecord]]]:
     from engine.compare.api import run_suites
+    from engine.compare.devices import run_on_devices
     from engine.compare.protocol import OBLIGATIONS
 
     suites = [name for name, obligation in OBLIGATIONS.items() if obligation in obligations]
+    for number, suite in enumerate(suites, 1):
+        def on_event(event, suite=suite, number=number) -> None:
+            if event.kind in ("start", "unit"):
+                ctx.progress(f"suite {number}/{len(suites)} {suite}: {event.message}", event.done, event.total)
 
-    def on_event(event) -> None:
-        if event.kind in ("start", "unit"):
-            ctx.progress(f"comparisons: {event.message}", event.done, event.total)
-
-    return run_suites(ctx.model_dir, suites, ctx.scale, ctx.device, progress=on_event, deployment=ctx.deployment,
-                      label=ctx.label, command=list(ctx.command), runtime=False)
+        if len(ctx.devices) > 1:
+            records = run_on_devices(ctx.model_dir, [suite], ctx.scale, devices=ctx.devices,
+                                     deployment=ctx.deployment, label=ctx.label, command=list(ctx.command),
+                                     progress=on_event)
+        else:
+            records = run_suites(ctx.model_dir, [suite], ctx.scale, ctx.devices[0] if ctx.devices else ctx.device,
+                                 progress=on_event, deployment=ctx.deployment, label=ctx.label,
+                                 command=list(ctx.command), runtime=False)
+        yield suite, records
 
 
 def _properties(ctx: StageContext, obligations: list[str]) -> list[EvidenceRecord]:

@@ -23,14 +23,16 @@ from engine.compare.units import Unit
 from engine.model_config import read_model_spec
 from evidence_db.bundle import Deployment, EvidenceRecord, Subject, utc_now
 
-__all__ = ["run_suites", "runtime_checks", "plan", "deployment_for", "run_key_for", "CompareInputError"]
+__all__ = ["run_suites", "runtime_checks", "plan", "deployment_for", "run_key_for", "selected_suites",
+           "CompareInputError"]
 
 
 class CompareInputError(ValueError):
     """Bad input to a compare run (unknown suite, scale or shard; a model the scale cannot run)."""
 
 
-def _suites(suites: str | Sequence[str]) -> tuple[str, ...]:
+def selected_suites(suites: str | Sequence[str]) -> tuple[str, ...]:
+    """Suite names (``"all"`` expanded), each once, in protocol order; unknown names raise."""
     names: list[str] = []
     for item in ([suites] if isinstance(suites, str) else list(suites)):
         try:
@@ -87,7 +89,7 @@ def plan(model_dir: str | Path, suites: str | Sequence[str] = "all", scale: str 
     Raises :class:`CompareInputError` exactly when :func:`run_suites` would refuse the same input.
     """
     spec, shard_obj, vocab_size = _inputs(Path(model_dir), scale, shard, device)
-    return select(plan_units(_suites(suites), spec, vocab_size, seed), shard_obj)
+    return select(plan_units(selected_suites(suites), spec, vocab_size, seed), shard_obj)
 
 
 def run_suites(model_dir: str | Path, suites: str | Sequence[str] = "all", scale: str = "ci",
@@ -119,7 +121,7 @@ def run_suites(model_dir: str | Path, suites: str | Sequence[str] = "all", scale
     """
     model_dir = Path(model_dir)
     spec, shard_obj, vocab_size = _inputs(model_dir, scale, shard, device)
-    names = _suites(suites)
+    names = selected_suites(suites)
     deployment = deployment or deployment_for(model_dir, spec.name, device)
     subjects = _subjects(deployment)
     key = run_key_for(deployment, spec.name, label=label, seed=seed)

@@ -67,6 +67,8 @@ def test_check_config_against_another_deployment_exits_1(tiny_model_dir, tmp_pat
     (["--scale", "huge"], "unknown scale"),
     (["--device", "tpu"], "device 'tpu'"),
     (["--scale", "full"], "max_position_embeddings"),
+    (["--gpus", "2"], "--gpus 2 needs --device cuda"),
+    (["--gpus", "0"], "--gpus"),
 ])
 def test_usage_errors_exit_2(tiny_model_dir, tmp_path, args, message):
     result = invoke("compare", "--model", tiny_model_dir, "--out", tmp_path / "x.jsonl", *args)
@@ -81,3 +83,15 @@ def test_missing_model_and_bad_deployment_file_exit_2(tmp_path):
     bad.write_text("[1, 2]")
     result = invoke("check-config", "--model", tmp_path, "--out", tmp_path / "x.jsonl", "--deployment", bad)
     assert result.exit_code == 2 and "not a deployment file" in stderr_text(result)
+
+
+def test_gpus_with_shard_or_more_gpus_than_visible_exit_2(tiny_model_dir, tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    base = ["compare", "--model", tiny_model_dir, "--out", tmp_path / "x.jsonl", "--device", "cuda", "--gpus", "2"]
+    result = invoke(*base, "--shard", "1/2")
+    assert result.exit_code == 2 and "cannot be combined" in stderr_text(result)
+    result = invoke(*base)
+    assert result.exit_code == 2 and "only 1 CUDA device(s) are visible" in stderr_text(result)
+    assert not (tmp_path / "x.jsonl").exists()

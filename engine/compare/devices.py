@@ -1,0 +1,126 @@
+"""One compare run spread over several GPUs of a machine: one shard process per GPU.
+
+Device ``k`` of ``n`` runs shard ``k+1/n`` (engine/compare/sharding.py) in a child process
+(``python -m engine.compare.shard_process``). A child for ``cuda:i`` sees only that GPU
+(``CUDA_VISIBLE_DEVICES=i``) and runs on ``cuda``, so every child names the same D as a
+single-GPU run and the shards' records together are exactly that run's. Children report progress
+as JSON lines on stdout and write their records as a bundle, which the parent reads back. A child
+that fails fails the whole run (its shard's comparisons would otherwise go missing).
+
+Torch-free: the parent only starts processes and reads files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Sequence
+
+from engine.compare.progress import ProgressCallback, ProgressEvent
+from evidence_db.bundle import Deployment, EvidenceRecord, Producer, Subject
+
+__all__ = ["run_on_devices", "parse_devices", "record_from_json", "DeviceRunError"]
+
+
+class DeviceRunError(RuntimeError):
+    """A shard process failed; the message carries the end of its log."""
+
+
+def parse_devices(devices: Sequence[str]) -> list[str]:
+    """Validate device names: ``cpu`` (tests) or ``cuda:N``, each CUDA index once."""
+    out: list[str] = []
+    for name in devices:
+        if name != "cpu" and not (name.startswith("cuda:") and name[5:].isdigit()):
+            raise ValueError(f"device {name!r}: a multi-device run takes cuda:N names (or cpu)")
+        if name != "cpu" and name in out:
+            raise ValueError(f"device {name} is named twice")
+        out.append(name)
+    if not out:
+        raise ValueError("a multi-device run needs at least one device")
+    return out
+
+
+def record_from_json(d: dict) -> EvidenceRecord:
+    """The :class:`EvidenceRecord` a bundle line (``EvidenceRecord.to_json_dict``) holds."""
+    return EvidenceRecord(id=d["id"], category=d["category"], obligation=d["obligation"], status=d["status"],
+                          summary=d["summary"], producer=Producer(**d["producer"]),
+                          deployment=Deployment(fields=d["deployment"]["fields"], digest=d["deployment"]["digest"]),
+                          subjects=tuple(Subject(**s) for s in d["subjects"]), details=d["details"],
+                          produced_at=d["produced_at"])
+
+
+class _Child:
+    def __init__(self, index: int, count: int, device: str, job: dict, tmp: Path) -> None:
+        self.shard = f"{index + 1}/{count}"
+        self.out = tmp / f"shard-{index + 1}.jsonl"
+        self.log = tmp / f"shard-{index + 1}.log"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        if device.startswith("cuda:"):
+            env["CUDA_VISIBLE_DEVICES"] = device.removeprefix("cuda:")
+        message = {**job, "shard": self.shard, "device": "cuda" if device.startswith("cuda") else device,
+                   "out": str(self.out)}
+        with open(self.log, "w") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "engine.compare.shard_process"], cwd=root, env=env,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message))
+        self.proc.stdin.close()
+        self.done = self.total = 0
+
+
+def run_on_devices(model_dir: str | Path, suites: Sequence[str], scale: str, *, devices: Sequence[str],
+                   deployment: Deployment, label: str = "", command: Sequence[str] = (), seed: int | None = None,
+                   factory: str | None = None, progress: ProgressCallback | None = None) -> list[EvidenceRecord]:
+    """Run ``suites`` at ``scale`` split over ``devices``; return every shard's records (no runtime checks).
+
+    Raises :class:`DeviceRunError` when a shard process fails.
+    """
+    devices = parse_devices(devices)
+    job = {"model": str(Path(model_dir).resolve()), "suites": list(suites), "scale": scale,
+           "deployment": {"fields": deployment.fields, "digest": deployment.digest}, "label": label,
+           "command": list(command), "seed": seed, "factory": factory}
+    lock = threading.Lock()
+    with tempfile.TemporaryDirectory(prefix="bitcase-devices-") as tmp:
+        children = [_Child(i, len(devices), d, job, Path(tmp)) for i, d in enumerate(devices)]
+
+        def follow(child: _Child) -> None:
+            assert child.proc.stdout is not None
+            for line in child.proc.stdout:
+                event = ProgressEvent(**json.loads(line))
+                with lock:
+                    child.done, child.total = event.done, max(child.total, event.total)
+                    if progress is not None:
+                        done, total = sum(c.done for c in children), sum(c.total for c in children)
+                        progress(ProgressEvent(event.kind, f"shard {child.shard}: {event.message}", done, total,
+                                               event.unit_id, event.status))
+
+        threads = [threading.Thread(target=follow, args=(c,), daemon=True) for c in children]
+        for t in threads:
+            t.start()
+        try:
+            for child in children:
+                child.proc.wait()
+        except BaseException:
+            for child in children:
+                child.proc.kill()
+            raise
+        for t in threads:
+            t.join(timeout=30)
+        failed = [c for c in children if c.proc.returncode != 0 or not c.out.is_file()]
+        if failed:
+            c = failed[0]
+            tail = c.log.read_text(errors="replace")[-3000:]
+            raise DeviceRunError(f"shard {c.shard} on {devices[children.index(c)]} exited with code "
+                                 f"{c.proc.returncode}: {tail}")
+        records: list[EvidenceRecord] = []
+        for child in children:
+            with open(child.out, encoding="utf-8") as f:
+                records.extend(record_from_json(json.loads(line)) for line in f if line.strip())
+    return records

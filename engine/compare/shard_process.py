@@ -1,0 +1,42 @@
+"""One shard of a multi-device compare run (started by engine/compare/devices.py).
+
+Reads one JSON job on stdin (model, suites, scale, shard, device, deployment, label, command,
+seed, factory, out), runs the shard without runtime checks, writes its records to ``out`` as a
+bundle and reports progress as JSON lines on stdout. Exit code 0 once the bundle is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+
+from engine.compare.api import run_suites
+from engine.compare.progress import ProgressEvent
+from engine.compare.protocol import PROTOCOL_SEED
+from engine.compare.reference_worker import DEFAULT_FACTORY
+from evidence_db.bundle import Deployment, write_bundle
+
+
+def main() -> None:
+    """Run the job read from stdin."""
+    job = json.loads(sys.stdin.read())
+    # Progress owns file descriptor 1; anything else printing to stdout lands in the log instead.
+    events = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+
+    def progress(event: ProgressEvent) -> None:
+        events.write(json.dumps(dataclasses.asdict(event)) + "\n")
+        events.flush()
+
+    deployment = Deployment(fields=job["deployment"]["fields"], digest=job["deployment"]["digest"])
+    records = run_suites(job["model"], job["suites"], job["scale"], job["device"], job["shard"], progress,
+                         deployment=deployment, factory=job["factory"] or DEFAULT_FACTORY, label=job["label"],
+                         command=job["command"], seed=PROTOCOL_SEED if job["seed"] is None else job["seed"],
+                         runtime=False)
+    write_bundle(job["out"], records)
+
+
+if __name__ == "__main__":
+    main()

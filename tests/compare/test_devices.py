@@ -1,0 +1,34 @@
+"""A run split over several devices: one shard process each, together exactly the single-device run."""
+
+from collections import Counter
+
+import pytest
+
+from engine.compare.devices import DeviceRunError, parse_devices, run_on_devices
+from tests.compare.conftest import FAKE_FACTORY
+
+
+def test_two_device_processes_give_the_single_run_records(run_fake, fake_model_dir, deployment):
+    events = []
+    split = run_on_devices(fake_model_dir, ["chunk", "prefix"], "ci", devices=["cpu", "cpu"], deployment=deployment,
+                           command=["test"], factory=FAKE_FACTORY, progress=events.append)
+    whole = run_fake(["chunk", "prefix"])
+    assert sorted(r.id for r in split) == sorted(r.id for r in whole)
+    assert Counter((r.id, r.status) for r in split) == Counter((r.id, r.status) for r in whole)
+    assert {r.details["shard"] for r in split if "shard" in r.details} == {"1/2", "2/2"}
+    assert all(r.deployment.digest == deployment.digest for r in split)
+    units = [e for e in events if e.kind == "unit"]
+    assert units and units[-1].done == units[-1].total == len({r.details["unit"] for r in whole if "unit" in r.details})
+
+
+def test_a_failing_shard_process_fails_the_run_with_its_log(fake_model_dir, deployment):
+    with pytest.raises(DeviceRunError, match="(?s)shard 1/1 on cpu exited.*no_such_module"):
+        run_on_devices(fake_model_dir, ["prefix"], "ci", devices=["cpu"], deployment=deployment,
+                       factory="no_such_module:open")
+
+
+@pytest.mark.parametrize("devices, message", [(["cuda:0", "cuda:0"], "named twice"), (["gpu1"], "cuda:N"),
+                                              ([], "at least one")])
+def test_bad_device_lists_are_refused(devices, message):
+    with pytest.raises(ValueError, match=message):
+        parse_devices(devices)
