@@ -13,14 +13,15 @@ from typing import Iterable
 
 from evidence_db.views import EvidenceView
 
-__all__ = ["incomplete_runs", "MAX_LISTED_UNITS"]
+__all__ = ["incomplete_runs", "MAX_LISTED_UNITS", "RUN_KEY"]
 
 MAX_LISTED_UNITS = 5
+RUN_KEY = "run_key"  # the details key that makes an item part of an evidence set
 
 
 def _run_fields(e: EvidenceView) -> tuple[str, str, list[str]] | None:
     d = e.details
-    run, unit, owed = d.get("run_key"), d.get("unit"), d.get("suite_units")
+    run, unit, owed = d.get(RUN_KEY), d.get("unit"), d.get("suite_units")
     if isinstance(run, str) and isinstance(unit, str) and isinstance(owed, list):
         return run, unit, [u for u in owed if isinstance(u, str)]
     return None

@@ -1,7 +1,7 @@
 """Whether evidence is still fresh: covered subjects unchanged (R5) and not too old (R6).
 
-One :class:`Freshness` serves a whole evaluation and memoises per subject, so 100,000 items
-naming a handful of files cost a dictionary lookup each.
+One :class:`Freshness` serves a whole evaluation and memoises per subject and per (subject list,
+solution globs), so 100,000 items naming a handful of files cost a dictionary lookup each.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Mapping
 
 from assurance.subjects import SubjectMatcher, subject_key
-from evidence_db.views import EvidenceView
+from evidence_db.views import EvidenceView, SubjectView
 
 __all__ = ["Freshness"]
 
@@ -35,6 +35,7 @@ class Freshness:
         self._now = now
         self._by_subject: dict[tuple[str, str], tuple[str, str | None]] = {}
         self._matchers: dict[tuple[str, ...], SubjectMatcher] = {}
+        self._by_subjects: dict[tuple[tuple[SubjectView, ...], SubjectMatcher], tuple[str | None, bool]] = {}
 
     def matcher(self, patterns: tuple[str, ...]) -> SubjectMatcher:
         """One shared matcher per distinct tuple of subject globs."""
@@ -59,18 +60,27 @@ class Freshness:
         self._by_subject[(uri, sha256)] = (key, cause)
         return key, cause
 
-    def stale_cause(self, e: EvidenceView, matcher: SubjectMatcher, max_age_days: int | None
-                    ) -> tuple[str | None, bool]:
-        """(why ``e`` is stale or None, whether ``e`` names a covered subject)."""
+    def _subjects_cause(self, subjects: tuple[SubjectView, ...], matcher: SubjectMatcher) -> tuple[str | None, bool]:
+        """(why the first stale covered subject is stale or None, whether any subject is covered)."""
         bound = False
-        for sub in e.subjects:
+        for sub in subjects:
             key, cause = self._subject(sub.uri, sub.sha256)
             if matcher.covers(key):
                 bound = True
                 if cause:
                     return cause, bound
-        if max_age_days is not None and self._now is not None:
+        return None, bound
+
+    def stale_cause(self, e: EvidenceView, matcher: SubjectMatcher, max_age_days: int | None
+                    ) -> tuple[str | None, bool]:
+        """(why ``e`` is stale or None, whether ``e`` names a covered subject)."""
+        memo_key = (e.subjects, matcher)  # items mostly name the same few subjects
+        found = self._by_subjects.get(memo_key)
+        if found is None:
+            found = self._by_subjects[memo_key] = self._subjects_cause(e.subjects, matcher)
+        cause, bound = found
+        if cause is None and max_age_days is not None and self._now is not None:
             produced = _parse_time(e.produced_at)
             if produced is not None and self._now - produced > timedelta(days=max_age_days):
                 return f"older than max_age_days={max_age_days}", bound
-        return None, bound
+        return cause, bound

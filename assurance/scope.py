@@ -182,33 +182,40 @@ class Assessment:
 
 
 def evaluate_under(case_path: Path, deployment: DeploymentChoice, *, evidence: list[Any], reviews: list[Any],
-                   plan: str | None = None, today: date | None = None,
-                   cache_dir: Path | None = None) -> tuple[Evaluation, list[str]]:
+                   plan: str | None = None, today: date | None = None, cache_dir: Path | None = None,
+                   elsewhere: Mapping[str, int] | None = None) -> tuple[Evaluation, list[str]]:
     """Evaluate the case at ``case_path`` under one D from already-loaded views.
 
     Loads, validates and expands the case for D's plan, computes the current subject digests and
     runs the status engine; returns the evaluation and notes for the user. The report and the
-    claim commands share this so they evaluate identically.
+    claim commands share this so they evaluate identically. ``evidence`` holds every item, or
+    only D's with ``elsewhere`` counting the others per obligation (see :func:`evaluate`).
     """
     case, notes = prepare_case(case_path, plan=plan, deployment_fields=deployment.fields, cache_dir=cache_dir)
     evaluation = evaluate(case, evidence=evidence, reviews=reviews,
                           subjects=current_subjects(case, deployment.fields), deployment_digest=deployment.digest,
-                          deployment_fields=deployment.fields, today=today)
+                          deployment_fields=deployment.fields, today=today, elsewhere=elsewhere)
     return evaluation, notes
 
 
 def assess(*, db: str | None, case_path: Path, config: str | None = None, plan: str | None = None,
            today: date | None = None, cache_dir: Path | None = None) -> Assessment:
-    """Evaluate the case at ``case_path`` against the store at ``db`` under ``--config``."""
+    """Evaluate the case at ``case_path`` against the store at ``db`` under ``--config``.
+
+    Reads only what the status rules use: D's items, with ``details`` decoded only where the
+    rules read them, and a per-obligation count of the items under other configurations.
+    """
+    from assurance.solution_status import RULE_DETAILS
     from evidence_db.reviews import list_reviews
     from evidence_db.session import open_session
-    from evidence_db.store import list_deployments, load_evidence
+    from evidence_db.store import count_elsewhere, list_deployments, load_evidence
 
     with paused_gc(), open_session(db) as session:
         choice = choose_deployment(config, list_deployments(session=session))
-        evidence = load_evidence(session=session)
+        evidence = load_evidence(session=session, deployment_digest=choice.digest, with_details=RULE_DETAILS)
+        elsewhere = count_elsewhere(session=session, deployment_digest=choice.digest)
         reviews = list_reviews(session=session)
     with paused_gc():
         evaluation, notes = evaluate_under(case_path, choice, evidence=evidence, reviews=reviews, plan=plan, today=today,
-                                           cache_dir=cache_dir)
+                                           cache_dir=cache_dir, elsewhere=elsewhere)
     return Assessment(evaluation, choice, case_path, notes)

@@ -12,14 +12,15 @@ from typing import Iterable, Mapping
 
 from assurance.case_model import Node
 from assurance.evaluation import Counterexample, ObligationResult
-from assurance.evidence_sets import incomplete_runs
+from assurance.evidence_sets import RUN_KEY, incomplete_runs
 from assurance.freshness import Freshness
 from assurance.reviews import ReviewState
 from assurance.subjects import SubjectMatcher
 from assurance.validate import TRUSTED_CATEGORY
-from evidence_db.views import EvidenceView
+from evidence_db.views import DetailsFilter, EvidenceView
 
-__all__ = ["EvidenceIndex", "SolutionVerdict", "solution_verdict", "supersession_key", "CATEGORY_LABEL", "FAILING"]
+__all__ = ["EvidenceIndex", "SolutionVerdict", "solution_verdict", "supersession_key", "CATEGORY_LABEL", "FAILING",
+           "LOGICAL_KEY", "RULE_DETAILS"]
 
 # What passing evidence of each category makes of an obligation, strongest first (R4).
 CATEGORY_LABEL = {"kernel_proof": "verified", "runtime_config_check": "runtime-checked",
@@ -27,6 +28,10 @@ CATEGORY_LABEL = {"kernel_proof": "verified", "runtime_config_check": "runtime-c
 _STRENGTH = {"verified": 3, "runtime-checked": 2, "tested": 1, "trusted": 0}
 FAILING = ("fail", "error")
 _SEVERITY = ("failed", "stale", "missing")  # worst first (R9)
+LOGICAL_KEY = "logical_key"  # the details key a producer sets to make its own supersession key (R2)
+# Whose details the rules read: supersession keys (R2), counterexamples of failing items (R3) and
+# evidence sets (R12). A store read may leave every other item's details undecoded.
+RULE_DETAILS = DetailsFilter(statuses=frozenset(FAILING), keys=(LOGICAL_KEY, RUN_KEY))
 
 
 def supersession_key(e: EvidenceView) -> str:
@@ -41,7 +46,7 @@ def supersession_key(e: EvidenceView) -> str:
     >>> supersession_key(V("proof-1", "kernel_proof", "o", "pass", "", "d", "", "", "", "", details={"logical_key": "k"}))
     'k'
     """
-    key = e.details.get("logical_key") if e.details else None
+    key = e.details.get(LOGICAL_KEY) if e.details else None
     if isinstance(key, str) and key:
         return key
     if e.item_id.startswith("junit:") and e.item_id.count(":") >= 2:
@@ -50,14 +55,20 @@ def supersession_key(e: EvidenceView) -> str:
 
 
 class EvidenceIndex:
-    """Evidence under D, latest per (obligation, supersession key) by chain seq (R1, R2)."""
+    """Evidence under D, latest per (obligation, supersession key) by chain seq (R1, R2).
+
+    ``elsewhere`` counts, per obligation, items under other deployment configurations that
+    ``evidence`` leaves out (a store read of D's items only); they never count, but R7 and the
+    totals see them as if they had been given.
+    """
 
     def __init__(self, evidence: Iterable[EvidenceView], deployment_digest: str,
-                 rejected: frozenset[tuple[str, str]] = frozenset()) -> None:
+                 rejected: frozenset[tuple[str, str]] = frozenset(), elsewhere: Mapping[str, int] | None = None
+                 ) -> None:
         self.rejected = rejected  # (item id, content digest) pairs a reviewer rejected (R11)
         latest: dict[str, dict[str, EvidenceView]] = defaultdict(dict)
-        self.num_other_deployments: dict[str, int] = defaultdict(int)
-        self.num_given = 0
+        self.num_other_deployments: dict[str, int] = defaultdict(int, elsewhere or {})
+        self.num_given = sum(self.num_other_deployments.values())
         for e in evidence:
             self.num_given += 1
             if e.deployment_digest != deployment_digest:

@@ -93,18 +93,22 @@ def aggregate(node: Node, child_statuses: Mapping[NodeId, str],
 def evaluate(case: Case, *, evidence: Iterable[EvidenceView], reviews: Iterable[ReviewView],
              subjects: Mapping[str, str], deployment_digest: str,
              deployment_fields: Mapping[str, Any] | None = None, today: date | None = None,
-             now: datetime | None = None) -> Evaluation:
+             now: datetime | None = None, elsewhere: Mapping[str, int] | None = None) -> Evaluation:
     """Derive every node's status under D (see ``docs/status-rules.md``).
 
     ``subjects`` maps subject keys (``code:<path>``, ``model``) to current digests; D's digest
     stands for the ``deployment`` subject. ``today``/``now`` default to the current UTC date/time.
+    ``evidence`` may hold only D's items when ``elsewhere`` counts, per obligation, the items
+    under other configurations it leaves out (rule R7 needs only their number); the result is
+    the same as with every item given. Only D's items need ``details``, and of those only
+    the ones :data:`~assurance.solution_status.RULE_DETAILS` selects.
     """
     now = now or datetime.now(timezone.utc)
     today = today or now.date()
     graph = AssuranceGraph.from_case(case)
     order = graph.top_down()
     reviews = list(reviews)
-    index = EvidenceIndex(evidence, deployment_digest, rejected_evidence(reviews))
+    index = EvidenceIndex(evidence, deployment_digest, rejected_evidence(reviews), elsewhere)
     reviews_by_target: dict[str, list[ReviewView]] = defaultdict(list)
     for r in reviews:
         reviews_by_target[r.target].append(r)

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections import defaultdict
 from typing import Any, Iterable
 
-from sqlalchemy import Text, cast, literal, select
+from sqlalchemy import Text, case, cast, func, null, or_, select
 from sqlalchemy.orm import Session
 
 from evidence_db.appender import LOOKUP_CHUNK, ChainAppender
@@ -21,9 +20,10 @@ from evidence_db.chain import iso_utc
 from evidence_db.models import Deployment, EvidenceItem, ProducerRun, Subject
 from evidence_db.bundle import SCHEMA_ID
 from evidence_db.prepare import PreparedRecord, Preparer
-from evidence_db.views import DeploymentView, EvidenceView, IngestResult, SubjectView
+from evidence_db.views import DeploymentView, DetailsFilter, EvidenceView, IngestResult, SubjectView
 
-__all__ = ["ingest_records", "ingest_prepared", "load_evidence", "load_details", "list_deployments", "BATCH_SIZE"]
+__all__ = ["ingest_records", "ingest_prepared", "load_evidence", "load_details", "count_elsewhere", "list_deployments",
+           "BATCH_SIZE"]
 
 BATCH_SIZE = 2000  # records per executemany; bounds memory when streaming huge bundles
 
@@ -71,44 +71,72 @@ def _json_dict(record: EvidenceRecord) -> dict[str, Any]:
 
 
 def load_evidence(*, session: Session, deployment_digest: str | None = None,
-                  with_details: bool = True) -> list[EvidenceView]:
+                  with_details: bool | DetailsFilter = True) -> list[EvidenceView]:
     """Every stored evidence item in chain (ingest) order, optionally only those of one deployment.
 
-    ``with_details=False`` leaves every view's ``details`` empty (``{}``) and skips decoding
-    them, about a third of the time for large stores; fetch the details of the few items that
-    need them with :func:`load_details`.
+    ``with_details`` says whose ``details`` are decoded: everyone's (``True``), no one's
+    (``False``: every view gets ``{}``), or only the items a :class:`DetailsFilter` selects,
+    chosen in the query so the rest are neither sent nor decoded. Fetch the details of other
+    items later with :func:`load_details`.
     """
-    query = (select(EvidenceItem.record_id, EvidenceItem.category, EvidenceItem.obligation,
-                    EvidenceItem.status, EvidenceItem.summary, EvidenceItem.produced_at,
-                    EvidenceItem.content_digest, EvidenceItem.seq, Deployment.digest, ProducerRun.tool,
-                    ProducerRun.version, cast(EvidenceItem.details, Text) if with_details else literal(None))
-             .join(Deployment, EvidenceItem.deployment_id == Deployment.id)
+    conn = session.connection()  # Core execution: plain tuples, no ORM objects, for 100,000s of rows
+    query = (select(EvidenceItem.record_id, EvidenceItem.category, EvidenceItem.obligation, EvidenceItem.status,
+                    EvidenceItem.summary, EvidenceItem.produced_at, EvidenceItem.content_digest, EvidenceItem.seq,
+                    ProducerRun.tool, ProducerRun.version, _details_column(with_details))
              .join(ProducerRun, EvidenceItem.producer_id == ProducerRun.id)
              .order_by(EvidenceItem.seq))
     subject_query = select(Subject.evidence_seq, Subject.uri, Subject.sha256).order_by(Subject.evidence_seq,
                                                                                        Subject.position)
-    if deployment_digest is not None:
-        query = query.where(Deployment.digest == deployment_digest)
-        subject_query = (subject_query.join(EvidenceItem, Subject.evidence_seq == EvidenceItem.seq)
-                         .join(Deployment, EvidenceItem.deployment_id == Deployment.id)
-                         .where(Deployment.digest == deployment_digest))
-    conn = session.connection()  # Core execution: no ORM row processing for 100,000s of plain rows
+    if deployment_digest is None:
+        query = query.add_columns(Deployment.digest).join(Deployment, EvidenceItem.deployment_id == Deployment.id)
+    else:
+        in_d = EvidenceItem.deployment_id == (select(Deployment.id).where(Deployment.digest == deployment_digest)
+                                              .scalar_subquery())
+        query = query.add_columns(null()).where(in_d)  # every row's is deployment_digest
+        subject_query = subject_query.where(Subject.evidence_seq.in_(select(EvidenceItem.seq).where(in_d)))
     rows = conn.execute(query).all()  # items first: subjects committed later belong to items not read
-    shared: dict[tuple[str, str], SubjectView] = {}  # items mostly cover the same few subjects
-    subjects: dict[int, list[SubjectView]] = defaultdict(list)
-    for seq, uri, sha in conn.execute(subject_query).all():
+    subjects = _subjects_by_seq(conn.execute(subject_query).all())
+    loads, no_subjects = json.loads, ()
+    return [EvidenceView(record_id, category, obligation, status, summary, deployment or deployment_digest, produced_at, content_digest,
+                         tool, version, subjects.get(seq, no_subjects), loads(details) if details else {}, seq)
+            for (record_id, category, obligation, status, summary, produced_at, content_digest, seq, tool, version,
+                 details, deployment) in rows]
+
+
+def _details_column(with_details: bool | DetailsFilter) -> Any:
+    """The ``details`` text where ``with_details`` wants it, else NULL."""
+    text = cast(EvidenceItem.details, Text)
+    if isinstance(with_details, bool):
+        return text if with_details else null()
+    wanted = [EvidenceItem.status.in_(sorted(with_details.statuses))] if with_details.statuses else []
+    wanted += [text.contains(f'"{key}"', autoescape=True) for key in with_details.keys]
+    return case((or_(*wanted), text), else_=null()) if wanted else null()
+
+
+def _subjects_by_seq(rows: Iterable[tuple[int, str, str]]) -> dict[int, tuple[SubjectView, ...]]:
+    """Subject rows (ordered by item, then position) as one tuple per item.
+
+    Items mostly name the same few subjects, so equal subjects share one view.
+    """
+    shared: dict[tuple[str, str], SubjectView] = {}
+    by_seq: dict[int, tuple[SubjectView, ...]] = {}
+    for seq, uri, sha in rows:
         view = shared.get((uri, sha))
         if view is None:
             view = shared[(uri, sha)] = SubjectView(uri=uri, sha256=sha)
-        subjects[seq].append(view)
-    loads = json.loads
-    return [EvidenceView(item_id=record_id, category=category, obligation=obligation, status=status,
-                         summary=summary, deployment_digest=deployment, produced_at=produced_at,
-                         content_digest=content_digest, producer_tool=tool, producer_version=version,
-                         subjects=tuple(subjects.get(seq, ())), details=loads(details) if with_details else {},
-                         seq=seq)
-            for (record_id, category, obligation, status, summary, produced_at, content_digest, seq, deployment,
-                 tool, version, details) in rows]
+        held = by_seq.get(seq)
+        by_seq[seq] = (view,) if held is None else held + (view,)
+    return by_seq
+
+
+def count_elsewhere(*, session: Session, deployment_digest: str) -> dict[str, int]:
+    """How many stored items each obligation has under deployment configurations other than this one."""
+    rows = session.connection().execute(
+        select(EvidenceItem.obligation, func.count())
+        .join(Deployment, EvidenceItem.deployment_id == Deployment.id)
+        .where(Deployment.digest != deployment_digest)
+        .group_by(EvidenceItem.obligation))
+    return {obligation: count for obligation, count in rows}
 
 
 def load_details(*, session: Session, item_ids: Iterable[str]) -> dict[str, dict[str, Any]]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-__all__ = ["SubjectView", "EvidenceView", "DeploymentView", "ReviewView", "IngestResult", "ChainFault", "ChainReport"]
+__all__ = ["SubjectView", "EvidenceView", "DetailsFilter", "DeploymentView", "ReviewView", "IngestResult", "ChainFault", "ChainReport"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +36,23 @@ class EvidenceView:
     subjects: tuple[SubjectView, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)
     seq: int = 0  # position in the store's hash chain (ingest order)
+
+
+@dataclass(frozen=True, slots=True)
+class DetailsFilter:
+    """Which items a read decodes ``details`` for; the others get ``{}``.
+
+    An item qualifies when its status is one of ``statuses`` or its stored details contain a key
+    named in ``keys`` (matched on the stored JSON text, so a value that merely spells the key,
+    or the key in a nested object, also qualifies: never fewer items, sometimes a few more).
+    """
+
+    statuses: frozenset[str] = frozenset()
+    keys: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if any(not key or '"' in key or "\\" in key for key in self.keys):
+            raise ValueError(f"DetailsFilter keys must be non-empty and free of quotes and backslashes: {self.keys!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -198,3 +198,13 @@ def test_r2_a_producer_can_name_a_logical_key(mini_case):
     old = ev(MM, "fail", item="proof-run-1", seq=40, details={"logical_key": "matmul"})
     new = ev(MM, "pass", item="proof-run-2", seq=41, details={"logical_key": "matmul"})
     assert run(mini_case, [old, new]).node(MM).status == "verified"
+
+
+def test_r7_items_under_other_configurations_may_be_given_as_counts(mini_case):
+    elsewhere = [ev(MM, deployment=OTHER_D, subjects=SUB_V1, item="p"), ev(MM, "fail", deployment=OTHER_D, item="f"),
+                 ev("suite.batch", deployment=OTHER_D, category="test_result", item="b")]
+    given = run(mini_case, elsewhere)
+    counted = evaluate(mini_case, evidence=[], reviews=(), subjects=CURRENT, deployment_digest=D, today=TODAY,
+                       now=NOW, elsewhere={MM: 2, "suite.batch": 1})
+    assert counted.node(MM).status == "stale" and "2 item(s) exist only under other" in counted.node(MM).reasons[-1]
+    assert counted.to_json() == given.to_json()

@@ -13,8 +13,8 @@ from evidence_db.canonical import sha256_digest
 from evidence_db.errors import BundleError, RecordConflict
 from evidence_db.models import ProducerRun
 from evidence_db.reviews import add_review, list_reviews
-from evidence_db.store import ingest_records, list_deployments, load_details, load_evidence
-from evidence_db.views import IngestResult, SubjectView
+from evidence_db.store import count_elsewhere, ingest_records, list_deployments, load_details, load_evidence
+from evidence_db.views import DetailsFilter, IngestResult, SubjectView
 from tests.evidence_db.factories import DEPLOYMENT, OTHER_DEPLOYMENT, record, records
 
 DIGEST = sha256_digest(b"reviewed")
@@ -133,3 +133,33 @@ def test_evidence_without_details_and_details_on_demand(db_session: Session) -> 
     assert [v.subjects for v in bare] == [v.subjects for v in load_evidence(session=db_session)]
     details = load_details(session=db_session, item_ids=["proof:matmul:2", "proof:matmul:0", "unknown"])
     assert details == {"proof:matmul:0": record(0).details, "proof:matmul:2": record(2).details}
+
+
+def test_one_deployment_with_only_the_details_a_filter_selects(db_session: Session) -> None:
+    ingest_records(session=db_session, records=[
+        record(0), record(1, status="fail", details={"witness": [1, 2]}),
+        record(2, details={"logical_key": "k", "n": 1}), record(3, details={"outer": {"run_key": "nested"}}),
+        record(4, details={"note": "logical_key without quotes", "run_keys": 1}),
+        record(5, obligation="G_other", deployment=OTHER_DEPLOYMENT, status="fail"),
+        record(6, deployment=OTHER_DEPLOYMENT), record(7, obligation="G_other", deployment=OTHER_DEPLOYMENT)])
+    wanted = DetailsFilter(statuses=frozenset({"fail", "error"}), keys=("logical_key", "run_key"))
+    views = load_evidence(session=db_session, deployment_digest=DEPLOYMENT.digest, with_details=wanted)
+    assert [v.item_id for v in views] == [f"proof:matmul:{i}" for i in range(5)]
+    assert [v.details for v in views] == [{}, {"witness": [1, 2]}, {"logical_key": "k", "n": 1},
+                                          {"outer": {"run_key": "nested"}}, {}]
+    assert {v.deployment_digest for v in views} == {DEPLOYMENT.digest}
+    whole = load_evidence(session=db_session, deployment_digest=DEPLOYMENT.digest)
+    assert [v.subjects for v in views] == [v.subjects for v in whole] and all(len(v.subjects) == 2 for v in views)
+    assert [(v.summary, v.seq, v.producer_tool) for v in views] == [(v.summary, v.seq, v.producer_tool) for v in whole]
+    assert count_elsewhere(session=db_session, deployment_digest=DEPLOYMENT.digest) == {"G_kernel_matmul": 1,
+                                                                                         "G_other": 2}
+    assert count_elsewhere(session=db_session, deployment_digest="sha256:" + "f" * 64) == {"G_kernel_matmul": 6,
+                                                                                            "G_other": 2}
+    assert [v.details for v in load_evidence(session=db_session, with_details=DetailsFilter())] == [{}] * 8
+
+
+def test_details_filter_keys_are_plain_names() -> None:
+    with pytest.raises(ValueError, match="quotes"):
+        DetailsFilter(keys=('a"b',))
+    with pytest.raises(ValueError, match="non-empty"):
+        DetailsFilter(keys=("",))
