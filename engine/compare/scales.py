@@ -134,8 +134,10 @@ SCALES: dict[str, ScaleSpec] = {
         schedule_max_tokens=16,
         schedule_arrival_steps=(0, 0, 2, 4, 8, 12, 16, 20),
         schedule_cancel_steps=((1, 4), (4, 8), (6, 12)),
-        # The six shortest schedule prompts take 35 pages at admission, so decode growth must preempt.
-        schedule_small_pool_pages=36, schedule_small_pool_max_model_len=416,
+        # The six shortest schedule prompts take 32 pages at admission and three of them need a new
+        # page within their first decode steps, so with 33 pages decode growth must preempt
+        # (tests/compare/test_full_scale_witnesses.py runs these scenarios on the CPU).
+        schedule_small_pool_pages=33, schedule_small_pool_max_model_len=416,
         fidelity_prompt_lengths=(1, 16, 17, 129, 257, 513),  # the CPU float64 fallback stays tractable
     ),
 }
