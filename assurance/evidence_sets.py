@@ -41,7 +41,7 @@ def incomplete_runs(passing: Iterable[EvidenceView]) -> tuple[set[str], list[str
     owed: dict[str, set[str]] = defaultdict(set)
     present: dict[str, set[str]] = defaultdict(set)
     for e in passing:
-        fields = _run_fields(e)
+        fields = _run_fields(e) if e.details else None  # most items carry no (decoded) details
         if fields is None:
             continue
         run, unit, units = fields

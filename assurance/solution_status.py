@@ -106,17 +106,20 @@ def _obligation(obligation: str, node: Node, index: EvidenceIndex, matcher: Subj
     defeaters: list[EvidenceView] = []
     reasons: list[str] = []
     num_unbound = num_inconclusive = num_off_policy = 0
+    rejected, stale_cause = index.rejected, fresh.stale_cause  # hoisted: the loop runs once per item
+    max_age_days, has_subjects = node.max_age_days, bool(node.subjects)
     for e in index.items(obligation):
-        if index.rejected and (e.item_id, e.content_digest) in index.rejected:
+        if rejected and (e.item_id, e.content_digest) in rejected:
             reasons.append(f"{e.item_id} does not count: a reviewer rejected it")
             continue
-        cause, bound = fresh.stale_cause(e, matcher, node.max_age_days)
+        cause, bound = stale_cause(e, matcher, max_age_days)
         if cause:
             if e.category in accepted or e.status in FAILING:
                 stale.append(e.item_id)
                 stale_by_cause[cause].append(e.item_id)
             continue
-        num_unbound += bool(node.subjects) and not bound
+        if has_subjects and not bound:
+            num_unbound += 1
         if e.status in FAILING:
             defeaters.append(e)  # R3: failing evidence defeats whatever its category
         elif e.category not in accepted:

@@ -112,18 +112,19 @@ def time_engine(case_path: Path, db: Path, digest: str) -> dict[str, float]:
     """In-process CPU seconds per stage: store reads, case load (cold, cached), evaluate(), JSON.
 
     CPU time rather than wall time, so a machine shared with other work still gives comparable
-    figures. The store is read twice: as ``bitcase status`` reads it (D's items, details only
-    where the rules read them, counts elsewhere) and whole (every item, every details, as the
-    report reads it). The peak memory of evaluate() is measured in a second run under tracemalloc.
+    figures. The cyclic GC is paused, as ``bitcase status`` pauses it. The store is read twice: as
+    ``bitcase status`` reads it (D's items, details only where the rules read them, counts under
+    other configurations) and whole (every item and all details, as the report reads it). The
+    peak memory of evaluate() is measured in a second run under tracemalloc.
     """
-    from assurance.scope import current_subjects, prepare_case
+    from assurance.scope import current_subjects, paused_gc, prepare_case
     from assurance.solution_status import RULE_DETAILS
     from assurance.status import evaluate
     from evidence_db.reviews import list_reviews
     from evidence_db.session import open_session
     from evidence_db.store import count_elsewhere, list_deployments, load_evidence
 
-    with open_session(str(db)) as session:
+    with paused_gc(), open_session(str(db)) as session:
         started = time.process_time()
         fields = next(d.fields for d in list_deployments(session=session) if d.digest == digest)
         evidence = load_evidence(session=session, deployment_digest=digest, with_details=RULE_DETAILS)
@@ -135,23 +136,24 @@ def time_engine(case_path: Path, db: Path, digest: str) -> dict[str, float]:
         read_all = time.process_time() - started
     cache_dir = case_path.parent / "engine-cache"
     shutil.rmtree(cache_dir, ignore_errors=True)
-    started = time.process_time()
-    case, _ = prepare_case(case_path, deployment_fields=fields, cache_dir=cache_dir)
-    parsed = time.process_time() - started
-    started = time.process_time()
-    prepare_case(case_path, deployment_fields=fields, cache_dir=cache_dir)
-    cached = time.process_time() - started
 
     def run():
         return evaluate(case, evidence=evidence, reviews=reviews, subjects=current_subjects(case, fields),
                         deployment_digest=digest, deployment_fields=fields, elsewhere=elsewhere)
 
-    started = time.process_time()
-    evaluation = run()
-    evaluated = time.process_time() - started
-    started = time.process_time()
-    json.dumps(evaluation.to_json(), sort_keys=True, ensure_ascii=False)  # as `--json` writes it
-    serialised = time.process_time() - started
+    with paused_gc():
+        started = time.process_time()
+        case, _ = prepare_case(case_path, deployment_fields=fields, cache_dir=cache_dir)
+        parsed = time.process_time() - started
+        started = time.process_time()
+        prepare_case(case_path, deployment_fields=fields, cache_dir=cache_dir)
+        cached = time.process_time() - started
+        started = time.process_time()
+        evaluation = run()
+        evaluated = time.process_time() - started
+        started = time.process_time()
+        json.dumps(evaluation.to_json(), sort_keys=True, ensure_ascii=False)  # as `--json` writes it
+        serialised = time.process_time() - started
     assert len(evaluation.nodes) >= 9_900, len(evaluation.nodes)
     tracemalloc.start()
     run()
