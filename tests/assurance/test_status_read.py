@@ -1,11 +1,14 @@
 """`bitcase status` reads only what the rules use; its evaluation equals one over the whole store."""
 
-import shutil
+import os
+import secrets
 
 import pytest
+from sqlalchemy import make_url
 
 from assurance.scope import assess, choose_deployment, evaluate_under
 from evidence_db.bundle import Deployment, EvidenceRecord, Producer
+from evidence_db.engine import create_store_engine
 from evidence_db.migrate import ensure_store
 from evidence_db.reviews import list_reviews
 from evidence_db.session import open_session
@@ -61,22 +64,44 @@ RECORDS = [
 ]
 
 
-@pytest.fixture
-def store(tmp_path):
-    path = tmp_path / "bitcase.db"
-    ensure_store(f"sqlite:///{path}")
-    with open_session(str(path), write=True) as session:
+@pytest.fixture(scope="module")
+def postgres_url():
+    """A scratch PostgreSQL database (as the store tests make theirs), or a skip without a server."""
+    base = os.environ.get("BITCASE_TEST_POSTGRES_URL")
+    if not base:
+        if os.environ.get("BITCASE_REQUIRE_POSTGRES") == "1":
+            pytest.fail("BITCASE_REQUIRE_POSTGRES=1 but BITCASE_TEST_POSTGRES_URL is not set")
+        pytest.skip("the PostgreSQL case needs BITCASE_TEST_POSTGRES_URL")
+    name = f"bitcase_read_{secrets.token_hex(4)}"
+    admin = create_store_engine(base).execution_options(isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        yield make_url(base).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store(request, tmp_path_factory):
+    """(store URL, case path) holding RECORDS and a newer item under GPU, on each backend."""
+    tmp = tmp_path_factory.mktemp("read")
+    url = f"sqlite:///{tmp / 'bitcase.db'}" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
+    ensure_store(url)
+    with open_session(url, write=True) as session:
         ingest_records(session=session, records=RECORDS + [record("latest-gpu", "suite.schedule", deployment=GPU)])
-    case = tmp_path / "case.toml"
+    case = tmp / "case.toml"
     case.write_text(CASE)
-    return path, case
+    return url, case
 
 
 @pytest.mark.parametrize("config", [CPU.digest, GPU.digest, "sha256:" + "f" * 64])
 def test_status_read_equals_the_whole_store_read(store, config):
-    path, case = store
-    lean = assess(db=str(path), case_path=case, config=config).evaluation
-    with open_session(str(path)) as session:
+    url, case = store
+    lean = assess(db=url, case_path=case, config=config).evaluation
+    with open_session(url) as session:
         choice = choose_deployment(config, list_deployments(session=session))
         everything, reviews = load_evidence(session=session), list_reviews(session=session)
     whole, _ = evaluate_under(case, choice, evidence=everything, reviews=reviews)
@@ -85,8 +110,8 @@ def test_status_read_equals_the_whole_store_read(store, config):
 
 
 def test_what_the_status_read_keeps(store):
-    path, case = store
-    evaluation = assess(db=str(path), case_path=case, config=CPU.digest).evaluation
+    url, case = store
+    evaluation = assess(db=url, case_path=case, config=CPU.digest).evaluation
     statuses = {n: r.status for n, r in evaluation.nodes.items()}
     assert statuses == {"G.top": "defeated", "kernel.mm.contract": "verified", "suite.batch": "tested",
                         "suite.chunk": "stale", "suite.prefix": "failed", "suite.schedule": "tested"}
