@@ -23,7 +23,8 @@ def _batch_keyed_linear(original):
         # x: [M, K]; weight: [N, K]; bias: [N] -> out: [M, N]
         out = original(x, weight, bias, out_dtype=out_dtype)
         num_rows, k = x.shape
-        bounds = torch.linspace(0, k, 2 + num_rows % 4).round().to(torch.int64).tolist()
+        num_parts = 1 + num_rows % 4
+        bounds = [round(k * i / num_parts) for i in range(num_parts + 1)]  # host arithmetic: graph-capturable
         acc = torch.zeros(out.shape, dtype=torch.float32, device=x.device)
         for lo, hi in zip(bounds[:-1], bounds[1:]):
             acc += x[:, lo:hi].float() @ weight[:, lo:hi].float().T
