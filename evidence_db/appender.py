@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from evidence_db.chain import KIND_EVIDENCE, chain_link, content_digest_of_text
 from evidence_db.engine import PG_LOCK_KEY
 from evidence_db.errors import RecordConflict, StoreError
-from evidence_db.models import MAIN_CHAIN, ChainHead, Deployment, EvidenceItem, ProducerRun, utc_now_datetime
+from evidence_db.models import MAIN_CHAIN, ChainHead, Deployment, ProducerRun, utc_now_datetime
 from evidence_db.prepare import PreparedRecord
 from evidence_db.views import IngestResult
 
@@ -56,7 +56,7 @@ class ChainAppender:
         self.prev_digest: str = head.chain_digest
         self._producer_ids: dict[str, uuid.UUID] = {}  # digest -> id
         self._deployment_ids: dict[str, uuid.UUID] = {}
-        mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+        self._mark = mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
         self._insert_item_sql = _insert_sql("evidence_items", ITEM_COLUMNS, mark)
         self._insert_subject_sql = _insert_sql("subjects", SUBJECT_COLUMNS, mark)
 
@@ -99,11 +99,13 @@ class ChainAppender:
         return IngestResult(added=len(fresh), unchanged=unchanged)
 
     def _stored_digests(self, record_ids: list[str]) -> list[tuple[str, str]]:
+        """``(record_id, content_digest)`` of the ids already stored (driver SQL: no per-value binding cost)."""
         found: list[tuple[str, str]] = []
+        conn = self._session.connection()
         for chunk in _chunks(record_ids, LOOKUP_CHUNK):
-            rows = self._session.execute(select(EvidenceItem.record_id, EvidenceItem.content_digest)
-                                         .where(EvidenceItem.record_id.in_(chunk)))
-            found.extend(rows.all())
+            marks = ", ".join([self._mark] * len(chunk))
+            found.extend(conn.exec_driver_sql("SELECT record_id, content_digest FROM evidence_items "
+                                              f"WHERE record_id IN ({marks})", tuple(chunk)).all())
         return found
 
     def _insert(self, records: list[PreparedRecord]) -> None:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
 
-__all__ = ["canonical_json", "sha256_digest", "digest_of", "file_digest", "DIGEST_PREFIX"]
+__all__ = ["canonical_json", "canonical_json_of_tree", "sha256_digest", "digest_of", "file_digest", "DIGEST_PREFIX"]
 
 DIGEST_PREFIX = "sha256:"
 
@@ -20,9 +21,26 @@ DIGEST_PREFIX = "sha256:"
 _CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+# The C encoder that _CANONICAL_ENCODER.encode builds on every call, built once, without the
+# check for circular references (see canonical_json_of_tree).
+_TREE_ENCODER = None if c_make_encoder is None else c_make_encoder(
+    None, None, encode_basestring, None, ":", ",", True, False, False)
+
+
 def canonical_json(value: Any) -> str:
     """Encode ``value`` as canonical JSON (sorted keys, compact, no NaN)."""
     return _CANONICAL_ENCODER.encode(value)
+
+
+def canonical_json_of_tree(value: Any) -> str:
+    """:func:`canonical_json` (the same text) of a value known to be plain JSON and acyclic.
+
+    Only for values already checked (``evidence_db.prepare.check_json_value``): a cyclic value
+    would recurse until RecursionError, and a non-JSON value raises TypeError.
+    """
+    if _TREE_ENCODER is None or type(value) is str:
+        return canonical_json(value)
+    return "".join(_TREE_ENCODER(value, 0))
 
 
 def sha256_digest(data: bytes) -> str:

@@ -28,7 +28,7 @@ from evidence_db.canonical import DIGEST_PREFIX, canonical_json
 from evidence_db.models import GENESIS_DIGEST
 
 __all__ = ["GENESIS_DIGEST", "KIND_EVIDENCE", "KIND_REVIEW", "REVIEW_SCHEMA_ID", "chain_link",
-           "evidence_content_json", "producer_json", "deployment_json", "subjects_json",
+           "evidence_content_json", "ContentHasher", "producer_json", "deployment_json", "subjects_json",
            "review_content", "content_digest_of_text", "iso_utc"]
 
 KIND_EVIDENCE = "evidence"
@@ -68,11 +68,52 @@ def evidence_content_json(*, schema_id: str, record_id: str, category: str, obli
                           summary: str, produced_at: str, producer: str, deployment: str, subjects: str,
                           details: str) -> str:
     """Canonical JSON of an evidence record; ``producer`` … ``details`` are canonical JSON texts."""
+    return _content_head(category, deployment) + _content_tail(
+        schema_id=schema_id, record_id=record_id, obligation=obligation, status=status, summary=summary,
+        produced_at=produced_at, producer=producer, subjects=subjects, details=details)
+
+
+def _content_head(category: str, deployment: str) -> str:
+    """The start of an evidence record's canonical JSON: the keys before ``details`` (sorted order)."""
+    return f'{{"category":{encode_basestring(category)},"deployment":{deployment},'
+
+
+def _content_tail(*, schema_id: str, record_id: str, obligation: str, status: str, summary: str,
+                  produced_at: str, producer: str, subjects: str, details: str) -> str:
     enc = encode_basestring  # canonical JSON of a str, without the encoder's per-call overhead
-    return (f'{{"category":{enc(category)},"deployment":{deployment},"details":{details},'
-            f'"id":{enc(record_id)},"obligation":{enc(obligation)},"produced_at":{enc(produced_at)},'
-            f'"producer":{producer},"schema":{enc(schema_id)},"status":{enc(status)},'
-            f'"subjects":{subjects},"summary":{enc(summary)}}}')
+    return (f'"details":{details},"id":{enc(record_id)},"obligation":{enc(obligation)},'
+            f'"produced_at":{enc(produced_at)},"producer":{producer},"schema":{enc(schema_id)},'
+            f'"status":{enc(status)},"subjects":{subjects},"summary":{enc(summary)}}}')
+
+
+class ContentHasher:
+    """``content_digest_of_text(evidence_content_json(...))``, without hashing the deployment each time.
+
+    The deployment text (several kilobytes with a kernel plan) comes right after the category
+    at the start of every record's canonical JSON, so the SHA-256 state after each distinct
+    ``{"category":…,"deployment":…,`` start is kept and copied: the same bytes are hashed,
+    the shared start only once.
+    """
+
+    MAX_HEADS = 64  # distinct (category, deployment) starts kept
+
+    def __init__(self) -> None:
+        self._heads: dict[tuple[str, str], Any] = {}  # (category, deployment JSON) -> sha256 state
+
+    def digest(self, *, schema_id: str, record_id: str, category: str, obligation: str, status: str,
+               summary: str, produced_at: str, producer: str, deployment: str, subjects: str, details: str) -> str:
+        """The content digest of the record these canonical parts make up."""
+        head = self._heads.get((category, deployment))
+        if head is None:
+            if len(self._heads) >= self.MAX_HEADS:
+                self._heads.clear()
+            head = self._heads[(category, deployment)] = hashlib.sha256(
+                _content_head(category, deployment).encode("utf-8"))
+        state = head.copy()
+        state.update(_content_tail(schema_id=schema_id, record_id=record_id, obligation=obligation, status=status,
+                                   summary=summary, produced_at=produced_at, producer=producer, subjects=subjects,
+                                   details=details).encode("utf-8"))
+        return DIGEST_PREFIX + state.hexdigest()
 
 
 def iso_utc(moment: datetime) -> str:

@@ -2,12 +2,16 @@
 
 :func:`ingest_paths` is what ``bitcase ingest`` runs; any bad record raises a
 :class:`~evidence_db.errors.BundleError` naming file, line or record, and field, and the
-caller's rollback leaves the store as it was.
+caller's rollback leaves the store as it was. Files of :data:`WORKER_MIN_BYTES` or more are
+read, validated and hashed in a worker process while this one inserts (``evidence_db.pipeline``).
 """
 
 from __future__ import annotations
 
 import json
+import stat
+from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -15,15 +19,17 @@ from sqlalchemy.orm import Session
 
 from evidence_db.errors import BundleError
 from evidence_db.junit import junit_records, parse_deployment_json
+from evidence_db.pipeline import can_use_worker, prepared_in_worker
 from evidence_db.prepare import PreparedRecord, Preparer
 from evidence_db.reader import STDIN, iter_json, iter_jsonl, sniff_kind
-from evidence_db.store import ingest_prepared
+from evidence_db.store import BATCH_SIZE, ingest_prepared
 from evidence_db.views import IngestResult
 
 __all__ = ["ingest_paths", "expand_paths", "parse_obligation_map", "load_deployment_file", "INPUT_SUFFIXES"]
 
 INPUT_SUFFIXES = (".jsonl", ".ndjson", ".json", ".xml")
 MAX_DEPLOYMENT_FILE_BYTES = 16 * 1024 * 1024
+WORKER_MIN_BYTES = 4 * 1024 * 1024  # below this, starting a worker process costs more than it saves
 
 
 def expand_paths(paths: Sequence[Path]) -> list[Path]:
@@ -92,15 +98,34 @@ def _prepared(path: Path, obligation_map: Sequence[tuple[str, str]],
         yield prepare(record, where)
 
 
+def _is_large_file(path: Path, min_bytes: int) -> bool:
+    """A regular file of at least ``min_bytes`` (standard input and pipes are read here)."""
+    if path == STDIN:
+        return False
+    try:
+        info = path.stat()
+    except OSError:
+        return False  # reading it reports the problem
+    return stat.S_ISREG(info.st_mode) and info.st_size >= min_bytes
+
+
 def ingest_paths(*, session: Session, paths: Sequence[Path], obligation_map: Sequence[tuple[str, str]] = (),
-                 deployment: dict[str, Any] | None = None) -> list[tuple[Path, IngestResult]]:
+                 deployment: dict[str, Any] | None = None,
+                 worker_min_bytes: int = WORKER_MIN_BYTES) -> list[tuple[Path, IngestResult]]:
     """Ingest each file into the session's transaction; return what each file added.
 
     ``obligation_map`` and ``deployment`` apply to JUnit reports only (bundles carry both).
-    Does not commit: use ``open_session(url, write=True)`` so that all files land together
-    or, on any error, none do.
+    Files of ``worker_min_bytes`` or more are prepared in a worker process (same records,
+    same errors). Does not commit: use ``open_session(url, write=True)`` so that all files
+    land together or, on any error, none do.
     """
     results = []
     for path in expand_paths(paths):
-        results.append((path, ingest_prepared(session=session, records=_prepared(path, obligation_map, deployment))))
+        produce = partial(_prepared, path, obligation_map, deployment)
+        if can_use_worker() and _is_large_file(path, worker_min_bytes):
+            source = prepared_in_worker(produce, batch_size=BATCH_SIZE)
+        else:
+            source = nullcontext(produce())
+        with source as records:
+            results.append((path, ingest_prepared(session=session, records=records)))
     return results

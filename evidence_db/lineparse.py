@@ -2,10 +2,12 @@
 
 Every record of a bundle carries its deployment configuration D and its producer, and a real
 D (with the sealed kernel plan) is several kilobytes: most of each line. When a line contains,
-byte for byte, the ``"deployment":{…}`` (or ``"producer":{…}``) text of an earlier line, that
+byte for byte, the ``"deployment":{…}`` (or ``"producer":{…}``) text of an earlier line (one
+of the last :data:`MAX_KNOWN` distinct ones: a bundle may interleave several producers), that
 text is swapped for a random placeholder string before parsing, and the placeholder, if it
 comes back as the record's top-level value for that key, is replaced by the object parsed
-before. The result equals ``json.loads`` of the whole line (the same text parses to the same
+before. A known text is only compared where the key's first ``"key":`` stands, not searched
+for along the line. The result equals ``json.loads`` of the whole line (the same text parses to the same
 value), and repeated objects become one shared object, which the preparer recognises without
 checking or hashing it again. In any other case (a match nested elsewhere, duplicate keys, a
 malformed line) the line is parsed whole.
@@ -23,6 +25,7 @@ __all__ = ["LineParser", "REPEATED_KEYS"]
 
 REPEATED_KEYS = ("deployment", "producer")
 MIN_REPEAT_BYTES = 128  # below this, parsing is cheaper than looking for a repeat
+MAX_KNOWN = 16  # distinct texts remembered per key (the oldest is forgotten first)
 
 
 class _Repeat:
@@ -32,8 +35,22 @@ class _Repeat:
         self.key = key
         self.placeholder = f"\x00bitcase-repeat-{secrets.token_hex(16)}"  # unguessable: cannot be forged
         self.placeholder_bytes = f'"{key}":{json.dumps(self.placeholder)}'.encode("ascii")
-        self.text: bytes | None = None  # b'"key":{…}' as it appeared in an earlier line
-        self.value: Any = None
+        self.marker = f'"{key}":'.encode("ascii")
+        self.known: dict[bytes, Any] = {}  # b'"key":{…}' as it appeared in an earlier line -> its value
+
+    def find(self, raw: bytes) -> tuple[int, bytes, Any] | None:
+        """``(index, text, value)`` of a known text at the first ``"key":`` of ``raw``, if any."""
+        index = raw.find(self.marker)
+        if index >= 0:
+            for text, value in self.known.items():
+                if raw.startswith(text, index):
+                    return index, text, value
+        return None
+
+    def remember(self, text: bytes, value: Any) -> None:
+        if len(self.known) >= MAX_KNOWN:
+            del self.known[next(iter(self.known))]
+        self.known[text] = value
 
 
 class LineParser:
@@ -46,34 +63,35 @@ class LineParser:
         """The JSON value of one UTF-8 line; raises what decoding or ``json.loads`` raise for a bad line."""
         reduced, used = raw, []
         for repeat in self._repeats:
-            if repeat.text is not None:
-                index = reduced.find(repeat.text)
-                if index >= 0:
-                    reduced = reduced[:index] + repeat.placeholder_bytes + reduced[index + len(repeat.text):]
-                    used.append(repeat)
+            if repeat.known and (found := repeat.find(reduced)) is not None:
+                index, text, known_value = found
+                reduced = reduced[:index] + repeat.placeholder_bytes + reduced[index + len(text):]
+                used.append((repeat, known_value))
         if used:
             try:
                 value = json.loads(reduced.decode("utf-8"))
             except (ValueError, RecursionError):
                 value = None  # the whole line gives the error message
-            if isinstance(value, dict) and all(value.get(r.key) == r.placeholder for r in used):
-                for repeat in used:
-                    value[repeat.key] = repeat.value
+            if isinstance(value, dict) and all(value.get(r.key) == r.placeholder for r, _ in used):
+                for repeat, known_value in used:
+                    value[repeat.key] = known_value
+                if len(used) < len(self._repeats):
+                    self._remember(raw, value, skip={r.key for r, _ in used})
                 return value
         value = json.loads(raw.decode("utf-8"))
         self._remember(raw, value)
         return value
 
-    def _remember(self, raw: bytes, value: Any) -> None:
+    def _remember(self, raw: bytes, value: Any, skip: set[str] | frozenset[str] = frozenset()) -> None:
         if not isinstance(value, dict):
             return
         for repeat in self._repeats:
             item = value.get(repeat.key)
-            if not isinstance(item, dict):
+            if repeat.key in skip or not isinstance(item, dict):
                 continue
             try:
                 candidate = f'"{repeat.key}":{canonical_json(item)}'.encode("utf-8")
             except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
                 continue
-            if len(candidate) >= MIN_REPEAT_BYTES and candidate in raw:
-                repeat.text, repeat.value = candidate, item
+            if len(candidate) >= MIN_REPEAT_BYTES and candidate not in repeat.known and candidate in raw:
+                repeat.remember(candidate, item)

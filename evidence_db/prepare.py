@@ -9,12 +9,11 @@ most of the work for large bundles.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from sys import intern
+from typing import Any, NamedTuple
 
-from evidence_db.canonical import canonical_json
-from evidence_db.chain import (content_digest_of_text, deployment_json, evidence_content_json, producer_json,
-                               subjects_json)
+from evidence_db.canonical import canonical_json, canonical_json_of_tree
+from evidence_db.chain import ContentHasher, content_digest_of_text, deployment_json, producer_json, subjects_json
 from evidence_db.errors import BundleError
 from evidence_db.validate import SchemaViolation, evidence_part_checks, json_type_name
 
@@ -24,9 +23,11 @@ MAX_DEPTH = 64  # nesting of objects/arrays inside details and deployment fields
 MAX_ABS_INT = 2**63 - 1  # what every SQL engine and JSON reader handles exactly
 
 
-@dataclass(slots=True)
-class PreparedRecord:
-    """A validated record with the canonical JSON parts and digests the store needs."""
+class PreparedRecord(NamedTuple):
+    """A validated record with the canonical JSON parts and digests the store needs.
+
+    A tuple, so that batches of them cross a pipe cheaply (see ``evidence_db.pipeline``).
+    """
 
     where: str  # "bundle.jsonl:12", for error messages
     record_id: str
@@ -41,7 +42,6 @@ class PreparedRecord:
     deployment_fields: dict[str, Any]
     deployment_digest: str
     subjects: list[tuple[str, str]]
-    details: dict[str, Any]
     details_json: str
     content_digest: str
 
@@ -111,8 +111,11 @@ class Preparer:
     def __init__(self) -> None:
         self._producers: dict[tuple[tuple[str, str], ...], str] = {}  # producer items -> canonical JSON
         self._deployments: dict[str, tuple[dict[str, Any], str]] = {}  # digest -> (fields, deployment JSON)
-        self._last_deployment: Any = object()  # the last deployment object that passed every check
-        self._last_producer: tuple[Any, str] = (object(), "")  # the last valid producer object, its JSON
+        # Parsed objects that passed every check, by identity (the line parser shares repeated
+        # ones): id -> (the object, kept alive so its id stays its own; its canonical JSON).
+        self._valid_producers: dict[int, tuple[Any, str]] = {}
+        self._valid_deployments: dict[int, tuple[Any, str]] = {}
+        self._hasher = ContentHasher()
 
     def __call__(self, record: Any, where: str) -> PreparedRecord:
         """Validate one parsed record and compute its digests; raise :class:`BundleError`.
@@ -139,37 +142,44 @@ class Preparer:
         check_shell, check_producer, check_deployment = evidence_part_checks()
         check_shell(record, ())
         producer = record["producer"]
-        if producer is self._last_producer[0]:  # bundle lines share one parsed object when repeated
-            prod_json = self._last_producer[1]
+        known = self._valid_producers.get(id(producer))
+        if known is not None and known[0] is producer:  # bundle lines share one parsed object when repeated
+            prod_json = known[1]
         else:
             is_strings = isinstance(producer, dict) and all(type(v) is str for v in producer.values())
             prod_json = self._producers.get(tuple(producer.items())) if is_strings else None
             if prod_json is None:  # a producer not seen yet in this ingest
                 check_producer(producer, ("producer",))
                 prod_json = self._producers[tuple(producer.items())] = producer_json(producer)
-            self._last_producer = (producer, prod_json)
+            _remember(self._valid_producers, producer, prod_json)
         deployment = record["deployment"]
-        if deployment is not self._last_deployment:  # bundle lines share one parsed object when repeated
+        known = self._valid_deployments.get(id(deployment))
+        if known is not None and known[0] is deployment:
+            dep_json = known[1]
+        else:
             check_deployment(deployment, ("deployment",))
+            dep_json = self._deployment_json(deployment["fields"], deployment["digest"])
+            _remember(self._valid_deployments, deployment, dep_json)
         fields, deployment_digest = deployment["fields"], deployment["digest"]
-        dep_json = self._deployment_json(fields, deployment_digest)
-        self._last_deployment = deployment
         details = record.get("details", {})
         check_json_value(details, "details")
-        details_json = canonical_json(details)
-        subjects = [(s["uri"], s["sha256"]) for s in record.get("subjects", ())]
-        content = evidence_content_json(
+        details_json = canonical_json_of_tree(details)
+        # Values that repeat between records become one object each, so a batch sent to the
+        # inserting process (evidence_db.pipeline) carries each of them once.
+        subjects = [(intern(s["uri"]), intern(s["sha256"])) for s in record.get("subjects", ())]
+        content_digest = self._hasher.digest(
             schema_id=record["schema"], record_id=record["id"], category=record["category"],
             obligation=record["obligation"], status=record["status"], summary=record["summary"],
             produced_at=record["produced_at"], producer=prod_json,
             deployment=dep_json, subjects=subjects_json(subjects),
             details=details_json)
         return PreparedRecord(
-            where=where, record_id=record["id"], schema_id=record["schema"], category=record["category"],
-            obligation=record["obligation"], status=record["status"], summary=record["summary"],
-            produced_at=record["produced_at"], producer=producer, producer_json=prod_json, deployment_fields=fields,
-            deployment_digest=deployment_digest, subjects=subjects, details=details, details_json=details_json,
-            content_digest=content_digest_of_text(content))
+            where=where, record_id=record["id"], schema_id=intern(record["schema"]),
+            category=intern(record["category"]), obligation=intern(record["obligation"]),
+            status=intern(record["status"]), summary=record["summary"], produced_at=intern(record["produced_at"]),
+            producer=producer, producer_json=prod_json, deployment_fields=fields,
+            deployment_digest=deployment_digest, subjects=subjects, details_json=details_json,
+            content_digest=content_digest)
 
     def _deployment_json(self, fields: dict[str, Any], digest: str) -> str:
         """Canonical JSON of the deployment object, its fields checked against the digest once per value."""
@@ -194,3 +204,12 @@ class Preparer:
         if cached is None:
             self._deployments[digest] = (fields, text)
         return text
+
+
+MAX_REMEMBERED_OBJECTS = 64  # valid producer or deployment objects remembered by identity
+
+
+def _remember(known: dict[int, tuple[Any, str]], value: Any, text: str) -> None:
+    if len(known) >= MAX_REMEMBERED_OBJECTS:
+        known.clear()
+    known[id(value)] = (value, text)
