@@ -46,12 +46,14 @@ def supersession_key(e: EvidenceView) -> str:
     >>> supersession_key(V("proof-1", "kernel_proof", "o", "pass", "", "d", "", "", "", "", details={"logical_key": "k"}))
     'k'
     """
-    key = e.details.get(LOGICAL_KEY) if e.details else None
-    if isinstance(key, str) and key:
-        return key
-    if e.item_id.startswith("junit:") and e.item_id.count(":") >= 2:
-        return "junit:" + e.item_id.split(":", 2)[2]
-    return e.item_id
+    if e.details:
+        key = e.details.get(LOGICAL_KEY)
+        if isinstance(key, str) and key:
+            return key
+    item_id = e.item_id
+    if item_id.startswith("junit:") and item_id.count(":") >= 2:
+        return "junit:" + item_id.split(":", 2)[2]
+    return item_id
 
 
 class EvidenceIndex:
@@ -69,8 +71,9 @@ class EvidenceIndex:
         latest: dict[str, dict[str, EvidenceView]] = defaultdict(dict)
         self.num_other_deployments: dict[str, int] = defaultdict(int, elsewhere or {})
         self.num_given = sum(self.num_other_deployments.values())
+        num_given = 0
         for e in evidence:
-            self.num_given += 1
+            num_given += 1
             if e.deployment_digest != deployment_digest:
                 self.num_other_deployments[e.obligation] += 1
                 continue
@@ -79,6 +82,7 @@ class EvidenceIndex:
             held = per_item.get(key)
             if held is None or e.seq > held.seq:
                 per_item[key] = e
+        self.num_given += num_given
         self.latest = {o: [items[k] for k in sorted(items)] for o, items in latest.items()}
         self.num_under_d = sum(len(v) for v in self.latest.values())
 
