@@ -97,14 +97,19 @@ def load_evidence(*, session: Session, deployment_digest: str | None = None,
     rows = conn.execute(query).all()  # items first: subjects committed later belong to items not read
     subjects = _subjects_by_seq(conn.execute(subject_query).all())
     loads, no_subjects = json.loads, ()
-    return [EvidenceView(record_id, category, obligation, status, summary, deployment or deployment_digest, produced_at, content_digest,
-                         tool, version, subjects.get(seq, no_subjects), loads(details) if details else {}, seq)
+    return [EvidenceView(record_id, category, obligation, status, summary, deployment or deployment_digest,
+                         produced_at, content_digest, tool, version, subjects.get(seq, no_subjects),
+                         loads(details) if details else {}, seq)
             for (record_id, category, obligation, status, summary, produced_at, content_digest, seq, tool, version,
                  details, deployment) in rows]
 
 
 def _details_column(with_details: bool | DetailsFilter) -> Any:
-    """The ``details`` text where ``with_details`` wants it, else NULL."""
+    """The ``details`` text where ``with_details`` wants it, else NULL.
+
+    Keys are matched as ``"key"`` in the stored JSON text: the same SQL on SQLite and
+    PostgreSQL, without either's JSON functions.
+    """
     text = cast(EvidenceItem.details, Text)
     if isinstance(with_details, bool):
         return text if with_details else null()

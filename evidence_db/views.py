@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-__all__ = ["SubjectView", "EvidenceView", "DetailsFilter", "DeploymentView", "ReviewView", "IngestResult", "ChainFault", "ChainReport"]
+__all__ = ["SubjectView", "EvidenceView", "DetailsFilter", "DeploymentView", "ReviewView", "IngestResult", "ChainFault",
+           "ChainReport"]
 
 
 @dataclass(frozen=True, slots=True)
