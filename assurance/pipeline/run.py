@@ -78,13 +78,15 @@ def _obligation_statuses(options: AssureOptions, deployment) -> tuple[dict[str, 
     from assurance.scope import DeploymentChoice, evaluate_under, paused_gc
     from evidence_db.reviews import list_reviews
     from evidence_db.session import open_session
-    from evidence_db.store import load_evidence
+    from evidence_db.store import count_elsewhere, load_evidence
 
     with paused_gc(), open_session(options.db_url) as session:
         evidence = load_evidence(session=session, deployment_digest=deployment.digest)
+        elsewhere = count_elsewhere(session=session, deployment_digest=deployment.digest)  # rule R7
         reviews = list_reviews(session=session)
     choice = DeploymentChoice(deployment.digest, dict(deployment.fields), "bitcase assure")
-    evaluation, notes = evaluate_under(options.case_path, choice, evidence=evidence, reviews=reviews)
+    evaluation, notes = evaluate_under(options.case_path, choice, evidence=evidence, reviews=reviews,
+                                       elsewhere=elsewhere)
     statuses = {o.id: o.status for n in evaluation.nodes.values() for o in n.obligations}
     return statuses, evaluation, notes
 

@@ -57,3 +57,21 @@ def test_a_single_part_stage_keeps_its_plain_bundle_name(tmp_path, monkeypatch):
     outcome = pipeline._run_stage(options, "verify", ctx, ["suite.x"], tmp_path / "bundles", "forced-1")
     assert outcome.action == "ran" and outcome.bundle.endswith("verify-forced-1.jsonl")
     assert _stored(options) == ["test:x"]
+
+
+def test_evidence_only_under_another_d_makes_the_obligation_stale_not_missing(tmp_path):
+    from assurance.pipeline.run import _obligation_statuses
+    from assurance.scope import default_case_path
+    from evidence_db.store import ingest_records
+
+    options, _ = _setup(tmp_path)
+    options = AssureOptions(db_url=options.db_url, home=tmp_path, out_dir=tmp_path / "out",
+                            case_path=default_case_path(home=tmp_path))
+    other = Deployment(fields={"n": 2})
+    record = EvidenceRecord(id="test:prefix", category="test_result", obligation="suite.prefix", status="pass",
+                            summary="passed elsewhere", producer=PRODUCER, deployment=other)
+    with open_session(options.db_url, write=True) as session:
+        ingest_records(session=session, records=[record])
+    statuses, _, _ = _obligation_statuses(options, D)
+    assert statuses["suite.prefix"] == "stale"
+    assert statuses["suite.chunk"] == "missing"
