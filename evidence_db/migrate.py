@@ -2,8 +2,9 @@
 
 ``bitcase db upgrade`` calls :func:`upgrade`; ``bitcase init``/``bitcase assure`` call
 :func:`ensure_store`; every other command opens the store through
-:func:`evidence_db.session.open_session`, which calls :func:`require_current_schema` and
-tells the user to run ``bitcase db upgrade`` when the store is behind.
+:func:`evidence_db.session.open_session`, which checks the revision without Alembic
+(:mod:`evidence_db.schema_check`) and tells the user to run ``bitcase db upgrade`` when the
+store is behind.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from alembic.util import CommandError
 from sqlalchemy import Connection, Engine
 
 from evidence_db.engine import WRITE_OPTION, create_store_engine, describe_url, translate_db_errors
-from evidence_db.errors import SchemaNotCurrent, StoreError
+from evidence_db.errors import StoreError
 from evidence_db.models import Base
 
-__all__ = ["SchemaState", "alembic_config", "head_revision", "schema_state", "require_current_schema",
+__all__ = ["SchemaState", "alembic_config", "head_revision", "schema_state",
            "upgrade", "migrate_connection", "ensure_store", "schema_drift"]
 
 SCRIPT_LOCATION = "evidence_db:migrations"
@@ -68,19 +69,6 @@ def schema_state(engine: Engine, url: str) -> SchemaState:
         heads = MigrationContext.configure(conn).get_current_heads()
     current = heads[0] if heads else None
     return SchemaState(url=describe_url(url), current=current, head=head_revision())
-
-
-def require_current_schema(engine: Engine, url: str) -> None:
-    """Raise :class:`SchemaNotCurrent` unless the store is at the head revision."""
-    state = schema_state(engine, url)
-    if state.is_current:
-        return
-    upgrade_cmd = f"bitcase db upgrade --db '{state.url}'"
-    if state.current is None:
-        raise SchemaNotCurrent(f"{state.url} has no bitcase evidence store schema",
-                               hint=f"create it with `{upgrade_cmd}`")
-    raise SchemaNotCurrent(f"the evidence store {state.url} is at schema revision {state.current}, "
-                           f"this bitcase needs {state.head}", hint=f"migrate it with `{upgrade_cmd}`")
 
 
 def upgrade(url: str, *, revision: str = "head") -> SchemaState:

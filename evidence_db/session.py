@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from assurance.settings import resolve_db_url
 from evidence_db.engine import WRITE_OPTION, create_store_engine, describe_url, translate_db_errors
 from evidence_db.errors import StoreError
-from evidence_db.migrate import require_current_schema
+from evidence_db.schema_check import require_current_schema
 
 __all__ = ["open_session", "missing_sqlite_file", "store_label"]
 

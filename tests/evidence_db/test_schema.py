@@ -114,3 +114,20 @@ def test_in_memory_store_is_at_head(fresh_db) -> None:
         head = conn.exec_driver_sql("SELECT seq, chain_digest FROM chain_heads").one()
     assert version == head_revision()
     assert tuple(head) == (0, "sha256:" + "0" * 64)
+
+
+def test_the_read_path_head_constant_is_the_shipped_migrations_head() -> None:
+    from evidence_db.schema_check import HEAD_REVISION
+
+    assert HEAD_REVISION == head_revision(), "update HEAD_REVISION in evidence_db/schema_check.py"
+
+
+def test_status_path_opens_the_store_without_importing_alembic(db_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from evidence_db.session import open_session\n"
+            f"with open_session({str(db_path)!r}) as s: pass\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
