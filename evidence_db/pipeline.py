@@ -14,6 +14,7 @@ next send fails and it exits; if the worker dies, this process raises :class:`St
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import pickle
 import signal
@@ -90,6 +91,7 @@ def _work(produce: Callable[[], Iterable[PreparedRecord]], sender: Connection, r
           batch_size: int) -> None:
     receiver.close()  # else this process would keep the pipe open and never see the parent go
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops this worker
+    gc.freeze()  # the parent's objects, inherited: never scanned here (and their pages never copied for it)
     dumps, protocol = pickle.dumps, pickle.HIGHEST_PROTOCOL
     try:
         try:
