@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from evidence_db.errors import BundleError
 from evidence_db.junit import junit_records, parse_deployment_json
 from evidence_db.pipeline import can_use_worker, prepared_in_worker
-from evidence_db.prepare import PreparedRecord, Preparer
+from evidence_db.prepare import CheckedRecord, PreparedRecord, Preparer
 from evidence_db.reader import STDIN, iter_json, iter_jsonl, sniff_kind
 from evidence_db.store import BATCH_SIZE, ingest_prepared
 from evidence_db.views import IngestResult
@@ -84,18 +84,27 @@ def load_deployment_file(path: Path) -> dict[str, Any]:
     return parse_deployment_json(value, str(path))
 
 
-def _prepared(path: Path, obligation_map: Sequence[tuple[str, str]],
-              deployment: dict[str, Any] | None) -> Iterator[PreparedRecord]:
+def _parsed(path: Path, obligation_map: Sequence[tuple[str, str]],
+            deployment: dict[str, Any] | None) -> Iterator[tuple[str, Any]]:
     kind = sniff_kind(path)
     if kind == "junit":
-        raw = junit_records(path, obligation_map=obligation_map, deployment=deployment)
-    elif kind == "json":
-        raw = iter_json(path)
-    else:
-        raw = iter_jsonl(path)
+        return junit_records(path, obligation_map=obligation_map, deployment=deployment)
+    return iter_json(path) if kind == "json" else iter_jsonl(path)
+
+
+def _prepared(path: Path, obligation_map: Sequence[tuple[str, str]],
+              deployment: dict[str, Any] | None) -> Iterator[PreparedRecord]:
     prepare = Preparer()
-    for where, record in raw:
+    for where, record in _parsed(path, obligation_map, deployment):
         yield prepare(record, where)
+
+
+def _checked(path: Path, obligation_map: Sequence[tuple[str, str]],
+             deployment: dict[str, Any] | None) -> Iterator[CheckedRecord]:
+    """The worker's half of :func:`_prepared` (see ``evidence_db.pipeline``)."""
+    check = Preparer().check
+    for where, record in _parsed(path, obligation_map, deployment):
+        yield check(record, where)
 
 
 def _is_large_file(path: Path, min_bytes: int) -> bool:
@@ -121,11 +130,10 @@ def ingest_paths(*, session: Session, paths: Sequence[Path], obligation_map: Seq
     """
     results = []
     for path in expand_paths(paths):
-        produce = partial(_prepared, path, obligation_map, deployment)
         if can_use_worker() and _is_large_file(path, worker_min_bytes):
-            source = prepared_in_worker(produce, batch_size=BATCH_SIZE)
+            source = prepared_in_worker(partial(_checked, path, obligation_map, deployment), batch_size=BATCH_SIZE)
         else:
-            source = nullcontext(produce())
+            source = nullcontext(_prepared(path, obligation_map, deployment))
         with source as records:
             results.append((path, ingest_prepared(session=session, records=records)))
     return results

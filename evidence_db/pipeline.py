@@ -1,15 +1,17 @@
 """Preparing records in a second process while this one inserts them (both cores of the machine).
 
-Reading, parsing, validating and hashing a record costs about as much CPU as inserting it,
-so for large bundles a forked worker runs the preparing side (any iterator of
-:class:`PreparedRecord`) and sends them, in batches of the store's batch size, through a
-pipe; this process only appends. Nothing about the transaction changes: the worker never
-touches the database, the caller still inserts everything in its one transaction and
-commits only at the end. An error in the worker (a bad record) travels back as the same
-:class:`BundleError` with the same text, raised here at the point where a single process
-would have raised it: after the batches before it were appended, before its own batch. The
-pipe holds at most a batch or two, so memory stays flat; if this process dies, the worker's
-next send fails and it exits; if the worker dies, this process raises :class:`StoreError`.
+Reading, parsing, validating and hashing a record costs more CPU than inserting it, so for
+large bundles a forked worker runs the first half of :class:`Preparer` (reading, parsing,
+checking, encoding: any iterator of :class:`CheckedRecord`) and sends the records, in batches
+of the store's batch size, through a pipe; this process finishes them (the content digest,
+:meth:`Preparer.finish`: that balances the two processes' work) and appends them. Nothing about
+the transaction changes: the worker never touches the database, the caller still inserts
+everything in its one transaction and commits only at the end. An error in the worker (a bad
+record) travels back as the same :class:`BundleError` with the same text, after the records
+before it, so errors surface in record order, where a single process would raise them: after
+the batches before were appended, before its own batch. The pipe holds at most a batch or
+two, so memory stays flat; if this process dies, the worker's next send fails and it exits;
+if the worker dies, this process raises :class:`StoreError`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from multiprocessing.connection import Connection
 from typing import Callable, Iterable, Iterator
 
 from evidence_db.errors import BundleError, StoreError
-from evidence_db.prepare import PreparedRecord
+from evidence_db.prepare import CheckedRecord, PreparedRecord, Preparer
 
 __all__ = ["prepared_in_worker", "can_use_worker"]
 
@@ -37,9 +39,9 @@ def can_use_worker() -> bool:
 
 
 @contextmanager
-def prepared_in_worker(produce: Callable[[], Iterable[PreparedRecord]], *,
+def prepared_in_worker(produce: Callable[[], Iterable[CheckedRecord]], *,
                        batch_size: int) -> Iterator[Iterator[PreparedRecord]]:
-    """The records ``produce()`` yields, prepared in a forked worker process.
+    """The records ``produce()`` yields, checked in a forked worker process and finished here.
 
     Use as ``with prepared_in_worker(fn, batch_size=n) as records: ...``; leaving the block
     (normally or by an exception) stops the worker. ``produce`` runs in the worker only.
@@ -60,7 +62,7 @@ def prepared_in_worker(produce: Callable[[], Iterable[PreparedRecord]], *,
 
 
 def _receive(receiver: Connection, worker: multiprocessing.process.BaseProcess) -> Iterator[PreparedRecord]:
-    make = PreparedRecord._make
+    make, finish = CheckedRecord._make, Preparer().finish
     while True:
         try:
             kind, payload = pickle.loads(receiver.recv_bytes())
@@ -70,7 +72,7 @@ def _receive(receiver: Connection, worker: multiprocessing.process.BaseProcess) 
                              hint="it may have run out of memory or been killed; run the ingest again") from None
         if kind == _BATCH:
             for row in payload:
-                yield make(row)
+                yield finish(make(row))
         elif kind == _END:
             return
         elif kind == _INPUT_ERROR:
@@ -87,7 +89,7 @@ def _rebuild(cls: type[BundleError], message: str, where: str, field: str, hint:
     return error
 
 
-def _work(produce: Callable[[], Iterable[PreparedRecord]], sender: Connection, receiver: Connection,
+def _work(produce: Callable[[], Iterable[CheckedRecord]], sender: Connection, receiver: Connection,
           batch_size: int) -> None:
     receiver.close()  # else this process would keep the pipe open and never see the parent go
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it stops this worker
@@ -105,6 +107,8 @@ def _work(produce: Callable[[], Iterable[PreparedRecord]], sender: Connection, r
                 sender.send_bytes(dumps((_BATCH, batch), protocol))
             message = (_END, None)
         except BundleError as exc:
+            if batch:  # the records before the bad one: finishing them may find an earlier error
+                sender.send_bytes(dumps((_BATCH, batch), protocol))
             message = (_INPUT_ERROR, (type(exc), str(exc), exc.where, exc.field, exc.hint))
         except Exception:  # a bug: hand its traceback to the parent, which reports it
             message = (_CRASH, traceback.format_exc())

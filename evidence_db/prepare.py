@@ -17,7 +17,7 @@ from evidence_db.chain import ContentHasher, content_digest_of_text, deployment_
 from evidence_db.errors import BundleError
 from evidence_db.validate import SchemaViolation, evidence_part_checks, json_type_name
 
-__all__ = ["PreparedRecord", "Preparer", "check_json_value", "MAX_DEPTH", "MAX_ABS_INT"]
+__all__ = ["PreparedRecord", "CheckedRecord", "Preparer", "check_json_value", "MAX_DEPTH", "MAX_ABS_INT"]
 
 MAX_DEPTH = 64  # nesting of objects/arrays inside details and deployment fields
 MAX_ABS_INT = 2**63 - 1  # what every SQL engine and JSON reader handles exactly
@@ -44,6 +44,29 @@ class PreparedRecord(NamedTuple):
     subjects: list[tuple[str, str]]
     details_json: str
     content_digest: str
+
+
+class CheckedRecord(NamedTuple):
+    """A record halfway through :class:`Preparer`: everything checked and encoded, no content digest yet.
+
+    What the ingest worker sends (``evidence_db.pipeline``); :meth:`Preparer.finish` completes it.
+    """
+
+    where: str
+    record_id: str
+    schema_id: str
+    category: str
+    obligation: str
+    status: str
+    summary: str
+    produced_at: str
+    producer: dict[str, str]
+    producer_json: str
+    deployment_fields: dict[str, Any]
+    deployment_digest: str
+    deployment_json: str
+    subjects: list[tuple[str, str]]
+    details_json: str
 
 
 def _is_plain_json(value: Any, depth: int) -> bool:
@@ -123,6 +146,10 @@ class Preparer:
         Optional fields take their defaults (``subjects: []``, ``details: {}``) before hashing,
         so the content digest equals :meth:`EvidenceRecord.content_digest` of the record.
         """
+        return self.finish(self.check(record, where))
+
+    def check(self, record: Any, where: str) -> CheckedRecord:
+        """The first half of :meth:`__call__`: everything but the content digest."""
         if not isinstance(record, dict):
             raise BundleError(f"expected a JSON object (one evidence record), got {json_type_name(record)}",
                               where=where, hint="each line of a .jsonl bundle (or each element of a .json array) "
@@ -131,14 +158,18 @@ class Preparer:
         if isinstance(record_id, str) and record_id:
             where = f"{where} (id {record_id[:80]!r})"
         try:
-            return self._prepare(record, where)
-        except SchemaViolation as exc:
-            raise BundleError(exc.message, where=where, field=exc.path, hint=exc.hint) from None
-        except UnicodeEncodeError:
-            raise BundleError("a string contains an unpaired UTF-16 surrogate (a \\ud800-\\udfff escape)",
-                              where=where, hint="encode text as valid Unicode; escape binary data") from None
+            return self._check(record, where)
+        except (SchemaViolation, UnicodeEncodeError) as exc:
+            raise _input_error(exc, where) from None
 
-    def _prepare(self, record: dict[str, Any], where: str) -> PreparedRecord:
+    def finish(self, checked: CheckedRecord) -> PreparedRecord:
+        """The second half of :meth:`__call__`: the content digest (it finds unpaired surrogates)."""
+        try:
+            return self._finish(checked)
+        except (SchemaViolation, UnicodeEncodeError) as exc:
+            raise _input_error(exc, checked.where) from None
+
+    def _check(self, record: dict[str, Any], where: str) -> CheckedRecord:
         check_shell, check_producer, check_deployment = evidence_part_checks()
         check_shell(record, ())
         producer = record["producer"]
@@ -160,26 +191,28 @@ class Preparer:
             check_deployment(deployment, ("deployment",))
             dep_json = self._deployment_json(deployment["fields"], deployment["digest"])
             _remember(self._valid_deployments, deployment, dep_json)
-        fields, deployment_digest = deployment["fields"], deployment["digest"]
-        details = record.get("details", {})
-        check_json_value(details, "details")
-        details_json = canonical_json_of_tree(details)
         # Values that repeat between records become one object each, so a batch sent to the
         # inserting process (evidence_db.pipeline) carries each of them once.
-        subjects = [(intern(s["uri"]), intern(s["sha256"])) for s in record.get("subjects", ())]
+        subjects = [(_shared(s["uri"]), _shared(s["sha256"])) for s in record.get("subjects", ())]
+        details = record.get("details", {})
+        check_json_value(details, "details")
+        return CheckedRecord(
+            where, record["id"], _shared(record["schema"]), _shared(record["category"]), _shared(record["obligation"]),
+            _shared(record["status"]), record["summary"], _shared(record["produced_at"]), producer, prod_json,
+            deployment["fields"], deployment["digest"], dep_json, subjects, canonical_json_of_tree(details))
+
+    def _finish(self, checked: CheckedRecord) -> PreparedRecord:
+        (where, record_id, schema_id, category, obligation, status, summary, produced_at, producer, prod_json,
+         fields, deployment_digest, dep_json, subjects, details_json) = checked
         content_digest = self._hasher.digest(
-            schema_id=record["schema"], record_id=record["id"], category=record["category"],
-            obligation=record["obligation"], status=record["status"], summary=record["summary"],
-            produced_at=record["produced_at"], producer=prod_json,
-            deployment=dep_json, subjects=subjects_json(subjects),
-            details=details_json)
+            schema_id=schema_id, record_id=record_id, category=category, obligation=obligation, status=status,
+            summary=summary, produced_at=produced_at, producer=prod_json, deployment=dep_json,
+            subjects=subjects_json(subjects), details=details_json)
         return PreparedRecord(
-            where=where, record_id=record["id"], schema_id=intern(record["schema"]),
-            category=intern(record["category"]), obligation=intern(record["obligation"]),
-            status=intern(record["status"]), summary=record["summary"], produced_at=intern(record["produced_at"]),
-            producer=producer, producer_json=prod_json, deployment_fields=fields,
-            deployment_digest=deployment_digest, subjects=subjects, details_json=details_json,
-            content_digest=content_digest)
+            where=where, record_id=record_id, schema_id=schema_id, category=category, obligation=obligation,
+            status=status, summary=summary, produced_at=produced_at, producer=producer, producer_json=prod_json,
+            deployment_fields=fields, deployment_digest=deployment_digest, subjects=subjects,
+            details_json=details_json, content_digest=content_digest)
 
     def _deployment_json(self, fields: dict[str, Any], digest: str) -> str:
         """Canonical JSON of the deployment object, its fields checked against the digest once per value."""
@@ -204,6 +237,18 @@ class Preparer:
         if cached is None:
             self._deployments[digest] = (fields, text)
         return text
+
+
+def _shared(text: str) -> str:
+    """One object for equal strings (``sys.intern``; a str subclass is kept as it is)."""
+    return intern(text) if type(text) is str else text
+
+
+def _input_error(exc: SchemaViolation | UnicodeEncodeError, where: str) -> BundleError:
+    if isinstance(exc, SchemaViolation):
+        return BundleError(exc.message, where=where, field=exc.path, hint=exc.hint)
+    return BundleError("a string contains an unpaired UTF-16 surrogate (a \\ud800-\\udfff escape)",
+                       where=where, hint="encode text as valid Unicode; escape binary data")
 
 
 MAX_REMEMBERED_OBJECTS = 64  # valid producer or deployment objects remembered by identity

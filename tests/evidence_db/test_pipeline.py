@@ -16,7 +16,7 @@ from evidence_db.errors import BundleError, StoreError
 from evidence_db.ingest import ingest_paths
 from evidence_db.migrate import upgrade
 from evidence_db.pipeline import can_use_worker, prepared_in_worker
-from evidence_db.prepare import PreparedRecord, Preparer
+from evidence_db.prepare import CheckedRecord, Preparer
 from evidence_db.session import open_session
 from evidence_db.store import BATCH_SIZE
 from evidence_db.verify import verify_chain
@@ -76,6 +76,20 @@ def test_a_bad_record_gives_the_same_error_and_writes_nothing(tmp_path: Path, ba
     assert count_rows(url, "evidence_items") == 0
 
 
+@pytest.mark.parametrize("later_problem", [{"status": "passed"}, {"summary": "\ud800"}])
+def test_the_first_bad_record_is_reported_whichever_process_finds_it(tmp_path: Path, later_problem: dict) -> None:
+    """Unpaired surrogates are found while hashing, in the inserting process; the first bad record still wins."""
+    values = [record_dict(i) for i in range(30)]
+    values[10] = {**values[10], "summary": "\udfff"}
+    values[20] = {**values[20], **later_problem}
+    path = tmp_path / "two-problems.jsonl"
+    path.write_text("".join(json.dumps(v) + "\n" for v in values), encoding="ascii")
+    in_worker, in_process = (ingest_error(new_store(tmp_path, f"s{size}"), path, size)
+                             for size in (IN_WORKER, IN_PROCESS))
+    assert str(in_worker) == str(in_process)
+    assert in_worker.where.startswith(f"{path}:11 ") and "unpaired UTF-16 surrogate" in str(in_worker)
+
+
 def test_unreadable_lines_and_conflicts_are_reported_as_in_one_process(tmp_path: Path) -> None:
     good = canonical_json(record_dict(0))
     for name, content in (("utf8", good.encode() + b"\n\xff\xfe\n"), ("json", good.encode() + b"\n{\"id\": 1,\n"),
@@ -88,13 +102,13 @@ def test_unreadable_lines_and_conflicts_are_reported_as_in_one_process(tmp_path:
         assert (type(errors[0]), str(errors[0]), errors[0].hint) == (type(errors[1]), str(errors[1]), errors[1].hint)
 
 
-def _records(count: int) -> Iterator[PreparedRecord]:
-    prepare = Preparer()
-    return (prepare(record_dict(i), f"record {i + 1}") for i in range(count))
+def _records(count: int) -> Iterator[CheckedRecord]:
+    check = Preparer().check
+    return (check(record_dict(i), f"record {i + 1}") for i in range(count))
 
 
 def test_a_worker_that_dies_is_a_store_error() -> None:
-    def die() -> Iterator[PreparedRecord]:
+    def die() -> Iterator[CheckedRecord]:
         yield from _records(3)
         os._exit(3)
 
@@ -104,7 +118,7 @@ def test_a_worker_that_dies_is_a_store_error() -> None:
 
 
 def test_a_bug_in_the_worker_is_reported_with_its_traceback() -> None:
-    def broken() -> Iterator[PreparedRecord]:
+    def broken() -> Iterator[CheckedRecord]:
         yield from _records(1)
         raise KeyError("no such thing")
 
@@ -125,4 +139,5 @@ def test_the_worker_stops_when_the_reader_fails_midway() -> None:
 def test_records_arrive_complete_and_in_order() -> None:
     with prepared_in_worker(lambda: _records(25), batch_size=4) as records:
         received = list(records)
-    assert received == list(_records(25))
+    prepare = Preparer()
+    assert received == [prepare(record_dict(i), f"record {i + 1}") for i in range(25)]
