@@ -21,6 +21,7 @@ from evidence_db.session import open_session
 from evidence_db.store import BATCH_SIZE
 from evidence_db.verify import verify_chain
 from tests.evidence_db.conftest import count_rows
+from tests.evidence_db.test_concurrency import start_ingest, wait_for, write_lock_is_held
 from tests.evidence_db.factories import record_dict
 
 pytestmark = pytest.mark.skipif(not can_use_worker(), reason="the worker process needs fork (POSIX)")
@@ -141,3 +142,34 @@ def test_records_arrive_complete_and_in_order() -> None:
         received = list(records)
     prepare = Preparer()
     assert received == [prepare(record_dict(i), f"record {i + 1}") for i in range(25)]
+
+
+def _child_pids(pid: int) -> list[int]:
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in children.read_text().split()] if children.exists() else []
+
+
+def _is_gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the worker process through /proc (Linux)")
+def test_killing_a_two_process_ingest_leaves_nothing_and_no_worker(tmp_path: Path) -> None:
+    url = new_store(tmp_path, "killed")
+    template = canonical_json(record_dict(0))
+    path = tmp_path / "large.jsonl"  # ~40 MB: several seconds of ingest, far above the worker threshold
+    path.write_text("".join(template.replace('"proof:matmul:0"', f'"proof:matmul:{i}"') + "\n"
+                            for i in range(60_000)), encoding="utf-8")
+    victim = start_ingest(url, path)
+    wait_for(lambda: _child_pids(victim.pid) and write_lock_is_held(url), "the ingest's worker and write lock")
+    [worker] = _child_pids(victim.pid)
+    victim.kill()
+    victim.wait(timeout=30)
+    wait_for(lambda: _is_gone(worker), "the worker to exit", timeout_s=30)
+    assert count_rows(url, "evidence_items") == 0
+    with open_session(url) as session:
+        assert verify_chain(session=session).is_intact
