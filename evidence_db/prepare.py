@@ -21,6 +21,7 @@ __all__ = ["PreparedRecord", "CheckedRecord", "Preparer", "check_json_value", "M
 
 MAX_DEPTH = 64  # nesting of objects/arrays inside details and deployment fields
 MAX_ABS_INT = 2**63 - 1  # what every SQL engine and JSON reader handles exactly
+MAX_REMEMBERED_OBJECTS = 64  # valid producer or deployment objects remembered by identity
 
 
 class PreparedRecord(NamedTuple):
@@ -166,7 +167,7 @@ class Preparer:
         """The second half of :meth:`__call__`: the content digest (it finds unpaired surrogates)."""
         try:
             return self._finish(checked)
-        except (SchemaViolation, UnicodeEncodeError) as exc:
+        except UnicodeEncodeError as exc:
             raise _input_error(exc, checked.where) from None
 
     def _check(self, record: dict[str, Any], where: str) -> CheckedRecord:
@@ -249,9 +250,6 @@ def _input_error(exc: SchemaViolation | UnicodeEncodeError, where: str) -> Bundl
         return BundleError(exc.message, where=where, field=exc.path, hint=exc.hint)
     return BundleError("a string contains an unpaired UTF-16 surrogate (a \\ud800-\\udfff escape)",
                        where=where, hint="encode text as valid Unicode; escape binary data")
-
-
-MAX_REMEMBERED_OBJECTS = 64  # valid producer or deployment objects remembered by identity
 
 
 def _remember(known: dict[int, tuple[Any, str]], value: Any, text: str) -> None:
