@@ -20,6 +20,7 @@ import gc
 import multiprocessing
 import pickle
 import signal
+import sys
 import traceback
 from contextlib import contextmanager
 from multiprocessing.connection import Connection
@@ -34,8 +35,8 @@ _BATCH, _END, _INPUT_ERROR, _CRASH = "batch", "end", "input-error", "crash"
 
 
 def can_use_worker() -> bool:
-    """Whether this platform can fork a worker (Linux and other POSIX systems)."""
-    return "fork" in multiprocessing.get_all_start_methods()
+    """Whether the worker is used here: on Linux (fork is safe there; macOS system libraries may not survive it)."""
+    return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
 
 
 @contextmanager

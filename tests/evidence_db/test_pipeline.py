@@ -24,7 +24,7 @@ from tests.evidence_db.conftest import count_rows
 from tests.evidence_db.test_concurrency import start_ingest, wait_for, write_lock_is_held
 from tests.evidence_db.factories import record_dict
 
-pytestmark = pytest.mark.skipif(not can_use_worker(), reason="the worker process needs fork (POSIX)")
+pytestmark = pytest.mark.skipif(not can_use_worker(), reason="the worker process is used on Linux only")
 
 IN_PROCESS, IN_WORKER = 1 << 60, 0  # worker_min_bytes: never / always use the worker
 
