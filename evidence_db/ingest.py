@@ -2,8 +2,8 @@
 
 :func:`ingest_paths` is what ``bitcase ingest`` runs; any bad record raises a
 :class:`~evidence_db.errors.BundleError` naming file, line or record, and field, and the
-caller's rollback leaves the store as it was. Files of :data:`WORKER_MIN_BYTES` or more are
-read, validated and hashed in a worker process while this one inserts (``evidence_db.pipeline``).
+caller's rollback leaves the store as it was. On Linux, files of :data:`WORKER_MIN_BYTES` or more
+are read and validated in a worker process while this one inserts (``evidence_db.pipeline``).
 """
 
 from __future__ import annotations
