@@ -117,7 +117,7 @@ def compare(
         else:
             records = run_suites(model, suite or ["all"], scale=scale, device=device, shard=shard, progress=progress,
                                  deployment=expected, label=label, command=command)
-    _finish(records, out, json_output, {"scale": scale, "shard": shard, "device": device})
+    _finish(records, out, json_output, {"scale": scale, "shard": shard, "device": device, "gpus": gpus})
 
 
 def _check_gpus(gpus: int, device: str, shard: str) -> None:
