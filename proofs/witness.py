@@ -84,10 +84,57 @@ def _inside_app(name: str, term: z3.ExprRef) -> bool:
     return any(_inside_app(name, c) for c in term.children())
 
 
+def _split_atoms(term: z3.ExprRef, names: set, found: dict, other: set, seen: set) -> None:
+    """Collect ``v div c`` / ``v mod c`` (variable ``v``, constant ``c > 0``) into ``found[v]``,
+    and variables occurring any other way into ``other``."""
+    if term.get_id() in seen:
+        return
+    seen.add(term.get_id())
+    if (z3.is_idiv(term) or z3.is_mod(term)) and z3.is_const(term.arg(0)) and str(term.arg(0)) in names \
+            and z3.is_int_value(term.arg(1)) and term.arg(1).as_long() > 0:
+        found.setdefault(str(term.arg(0)), set()).add(term.arg(1).as_long())
+        return
+    if z3.is_const(term) and str(term) in names:
+        other.add(str(term))
+    for child in term.children():
+        _split_atoms(child, names, found, other, seen)
+
+
+def _quotient_remainder(equations: list, names: set, sizes: dict) -> tuple[list, dict, dict, dict]:
+    """Equations with each splittable ``v div c`` / ``v mod c`` replaced by fresh unknowns.
+
+    Returns (equations, lane sizes of the new unknowns, {v: (c, quotient, remainder)}, their names).
+    """
+    found: dict[str, set] = {}
+    other: set = set()
+    seen: set = set()
+    for index, _ in equations:
+        _split_atoms(index, names, found, other, seen)
+    splits, pairs, extra = {}, [], {}
+    for name, divisors in found.items():
+        if name in other or len(divisors) != 1:
+            continue
+        (c,) = divisors
+        v = z3.Int(name)
+        q, m = z3.Int(f"{name}/{c}"), z3.Int(f"{name}%{c}")
+        splits[name] = (c, q, m)
+        pairs += [(v / c, q), (v % c, m)]
+        extra[str(m)] = c
+        if name in sizes:
+            extra[str(q)] = -(-sizes[name] // c)
+    if not splits:
+        return equations, {}, {}, set()
+    eqs = [(z3.substitute(i, *pairs), t) for i, t in equations]
+    return eqs, extra, splits, {str(u) for _, q, m in splits.values() for u in (q, m)}
+
+
 def guess(equations: list[tuple[z3.ArithRef, z3.ArithRef]], variables: list[z3.ArithRef],
           lane_sizes: dict[str, int], fixed: dict | None = None) -> list[tuple[z3.ArithRef, z3.ArithRef]]:
     """Substitution pairs (variable, witness term) for ``index == selected`` equations."""
     names = {str(v) for v in variables}
+    equations, pseudo_sizes, splits, pseudo = _quotient_remainder(equations, names, lane_sizes)
+    names |= pseudo
+    lane_sizes = {**lane_sizes, **pseudo_sizes}
     out: dict[str, z3.ArithRef] = dict(fixed or {})
     pending = []
     for index, target in equations:
@@ -100,4 +147,7 @@ def guess(equations: list[tuple[z3.ArithRef, z3.ArithRef]], variables: list[z3.A
         for index, target in pending:
             known = [(z3.Int(n), t) for n, t in out.items()]
             _invert(z3.substitute(index, *known) if known else index, target, names, lane_sizes, out)
+    for name, (c, q, m) in splits.items():
+        if name not in out:
+            out[name] = c * out.get(str(q), z3.IntVal(0)) + out.get(str(m), z3.IntVal(0))
     return [(v, out.get(str(v), z3.IntVal(0))) for v in variables]

@@ -3,6 +3,12 @@
 from tests.proofs.conftest import KERNELS
 from tests.proofs.test_mutants import ATTENTION, WINDOW
 
+# What the plan's paged attention relies on (its finite/no_overflow premises and dot/reduce rules).
+PLAN_ATTENTION_TRUSTED = {"attention-finiteness", "contract-translation", "dot-position-independence",
+                          "dot-zero-terms", "gpu-execution", "host-glue", "masked-lane-semantics",
+                          "reduce-position-independence", "tensor-representation", "triton-compiler",
+                          "verifier-rules", "verifier-translator", "z3-solver"}
+
 
 def test_tiled_matmul_is_verified(verify):
     result = verify(KERNELS / "matmul.py", "matmul_kernel", BLOCK_M=32, BLOCK_N=32, BLOCK_K=32)
@@ -46,3 +52,28 @@ def test_an_unseen_kernel_layer_norm_with_three_outputs_is_verified(verify):
     result = verify(KERNELS / "layer_norm.py", "_layer_norm_fwd_fused", BLOCK_SIZE=1024)
     assert result.verdict == "VERIFIED", result.reason
     assert set(result.demand) == {"X", "W", "B"}
+
+
+def test_head_group_attention_splitting_tile_rows_by_div_and_mod_is_verified(verify):
+    # llama-1b: GROUP = BLOCK_G = 4, BLOCK_Q = 16 (the contract's constexprs); tile row r is
+    # token r // 4 and head kv_head * 4 + r % 4 of the block
+    result = verify(KERNELS / "attention_head_group.py", "gqa_attention_kernel")
+    assert result.verdict == "VERIFIED", result.reason
+    assert result.demand == {"q_ptr": "index [row, *, *]",
+                             "k_cache_ptr": "paged via block_table_ptr[req], positions < p + 1",
+                             "v_cache_ptr": "paged via block_table_ptr[req], positions < p + 1"}
+    assert "loop at line 49: extra suffix iterations of launch A proved exact identities on acc, m_i" in result.steps
+    assert {t.id for t in result.trusted} == PLAN_ATTENTION_TRUSTED
+    assert any("the selected out_ptr element is written (by the store" in o.what for o in result.obligations)
+
+
+def test_head_group_attention_with_padding_rows_is_verified(verify):
+    # GROUP = 3 heads padded to BLOCK_G = 4 tile rows: rows with r % 4 == 3 are masked off
+    result = verify(KERNELS / "attention_head_group.py", "gqa_attention_kernel", GROUP=3, num_heads=24)
+    assert result.verdict == "VERIFIED", result.reason
+
+
+def test_flattened_grid_split_by_a_constant_that_is_not_a_power_of_two_is_verified(verify):
+    result = verify(KERNELS / "head_norm_flat.py", "head_norm_kernel")
+    assert result.verdict == "VERIFIED", result.reason
+    assert any("the selected out_ptr element is written (by the store" in o.what for o in result.obligations)

@@ -19,6 +19,9 @@ CASES = [
     ("load_without_other", "rms_norm_no_other", {}, "no masked-off element is demanded"),
     ("precision_differs", "matmul_precision", {}, "dot['tf32'"),
     ("k_tiles_from_m", "matmul_k_from_m", {}, "folds live elements of a_ptr"),
+    ("head_group_wrong_modulus", "gqa_attention_kernel", {}, "at most one writer"),
+    ("head_group_collides", "gqa_attention_kernel", {}, "at most one writer"),
+    ("head_group_rows_from_grid", "gqa_attention_kernel", {}, "at most one writer"),
 ]
 
 

@@ -36,6 +36,30 @@ def test_witness_inverts_tile_indexing():
     assert z3.simplify(subst["lane"] == s % 16).eq(z3.BoolVal(True))
 
 
+def _satisfies(equations, variables, premises, lane_sizes) -> bool:
+    """Whether the guessed witness solves ``equations`` for every value of the targets allowed by ``premises``."""
+    witness = guess(equations, variables, lane_sizes)
+    solver = z3.Solver()
+    solver.add(*premises, z3.Not(z3.And(*[z3.substitute(i, *witness) == t for i, t in equations])))
+    return solver.check() == z3.unsat
+
+
+def test_witness_splits_a_lane_divided_and_reduced_by_a_constant():
+    # tile row r is token r // 4 of the block starting at b and head 4*pid + r % 4
+    lane, b, row, head = z3.Ints("lane b row head")
+    equations = [(b + lane / 4, row), (4 * pid + lane % 4, head)]
+    subst = dict((str(v), t) for v, t in guess(equations, [pid, lane], {"lane": 64}))
+    assert z3.simplify(subst["pid"] == head / 4).eq(z3.BoolVal(True))
+    assert z3.simplify(subst["lane"] == 4 * (row - b) + head % 4).eq(z3.BoolVal(True))  # no helper unknown left
+    assert _satisfies(equations, [pid, lane], [head >= 0], {"lane": 64})
+
+
+def test_witness_splits_a_program_id_by_a_constant_that_is_not_a_power_of_two():
+    row, head = z3.Ints("row head")
+    equations = [(pid / 3, row), (pid % 3, head)]
+    assert _satisfies(equations, [pid], [row >= 0, head >= 0, head < 3], {})
+
+
 BASE = {"kernel": "k", "grid": {"dims": ["T"]}, "params": {"T": "batch"},
         "tensors": {"o": {"dtype": "float32", "shape": ["T"], "strides": [1], "output": ["0"]}}}
 
