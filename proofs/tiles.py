@@ -138,6 +138,8 @@ def int_binop(op: str, a, b, line: int, ir=None):
     a, b = align(a, len(shape)), align(b, len(shape))
     width = max(a.width, b.width, 32)
     x, y = a.term, b.term
+    if op in ("floordiv", "mod") and z3.is_int_value(z3.simplify(y)) and z3.simplify(y).as_long() == 0:
+        raise Unsupported(f"integer {op} by zero", line, "undefined behaviour in the compiled kernel")
     nonneg_b_const = z3.is_int_value(y) and y.as_long() > 0
     if op == "add":
         t, nn = x + y, a.nonneg and b.nonneg

@@ -45,6 +45,7 @@ x = tl.load(x_ptr + row * 64 + cols)
     (COPY + "p = tl.make_block_ptr(x_ptr, (T, 64), (64, 1), (0, 0), (1, 64), (1, 0))\n", "tl.make_block_ptr"),
     (COPY + "y = tl.cumsum(x, 0)\n", "tl.cumsum"),
     ("row = tl.program_id(0)\nc = tl.arange(0, 48)\n", "tl.arange"),
+    ("row = tl.program_id(0)\nc = tl.arange(0, 64) // (n - n)\n", "integer floordiv by zero"),
 ])
 def test_outside_the_subset_is_unsupported_with_line(tmp_path, body, operation):
     src = _kernel(tmp_path, body)
