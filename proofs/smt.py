@@ -15,6 +15,8 @@ from typing import Callable, Iterator
 
 import z3
 
+from proofs.divmod import split_bound
+
 __all__ = ["Obligation", "Ctx", "Failed", "I32", "uf_apps", "children", "model_values", "exists"]
 
 
@@ -92,7 +94,8 @@ def exists(variables: list, body: z3.BoolRef) -> z3.BoolRef:
     """``∃ variables. body`` without a quantifier when Z3's quantifier elimination manages it.
 
     Tensor contents not mentioning the variables are abstracted as constants for the
-    elimination and put back afterwards; if a quantifier remains, the quantified formula is
+    elimination and put back afterwards; a variable divided by one positive constant is
+    eliminated as its quotient and remainder (:mod:`proofs.divmod`); if a quantifier remains, the quantified formula is
     returned (still correct, only slower to check).
     """
     key = (tuple(v.get_id() for v in variables), body.get_id())
@@ -102,8 +105,9 @@ def exists(variables: list, body: z3.BoolRef) -> z3.BoolRef:
     apps = [a for a in uf_apps(body) if not any(n in a.sexpr() for n in names)]  # only contents free of them
     consts = [z3.Int(f"_qe{i}") for i in range(len(apps))]
     flat = z3.substitute(body, *zip(apps, consts)) if apps else body
+    split_vars, flat = split_bound(list(variables), flat)  # v div c, v mod c: linear in quotient and remainder
     goal = z3.Goal()
-    goal.add(z3.Exists(variables, flat))
+    goal.add(z3.Exists(split_vars, flat))
     try:
         reduced = z3.Tactic("qe")(goal).as_expr()
     except z3.Z3Exception:

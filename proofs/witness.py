@@ -15,6 +15,7 @@ import itertools
 
 import z3
 
+from proofs.divmod import divisors, quotient_remainder
 from proofs.layout import monomial
 
 __all__ = ["guess", "guesses"]
@@ -84,41 +85,20 @@ def _inside_app(name: str, term: z3.ExprRef) -> bool:
     return any(_inside_app(name, c) for c in term.children())
 
 
-def _split_atoms(term: z3.ExprRef, names: set, found: dict, other: set, seen: set) -> None:
-    """Collect ``v div c`` / ``v mod c`` (variable ``v``, constant ``c > 0``) into ``found[v]``,
-    and variables occurring any other way into ``other``."""
-    if term.get_id() in seen:
-        return
-    seen.add(term.get_id())
-    if (z3.is_idiv(term) or z3.is_mod(term)) and z3.is_const(term.arg(0)) and str(term.arg(0)) in names \
-            and z3.is_int_value(term.arg(1)) and term.arg(1).as_long() > 0:
-        found.setdefault(str(term.arg(0)), set()).add(term.arg(1).as_long())
-        return
-    if z3.is_const(term) and str(term) in names:
-        other.add(str(term))
-    for child in term.children():
-        _split_atoms(child, names, found, other, seen)
-
-
-def _quotient_remainder(equations: list, names: set, sizes: dict) -> tuple[list, dict, dict, dict]:
+def _quotient_remainder(equations: list, names: set, sizes: dict) -> tuple[list, dict, dict, set]:
     """Equations with each splittable ``v div c`` / ``v mod c`` replaced by fresh unknowns.
 
     Returns (equations, lane sizes of the new unknowns, {v: (c, quotient, remainder)}, their names).
     """
-    found: dict[str, set] = {}
-    other: set = set()
-    seen: set = set()
-    for index, _ in equations:
-        _split_atoms(index, names, found, other, seen)
+    found, other = divisors([index for index, _ in equations], names)
     splits, pairs, extra = {}, [], {}
-    for name, divisors in found.items():
-        if name in other or len(divisors) != 1:
+    for name, cs in found.items():
+        if name in other or len(cs) != 1:
             continue
-        (c,) = divisors
-        v = z3.Int(name)
-        q, m = z3.Int(f"{name}/{c}"), z3.Int(f"{name}%{c}")
+        (c,) = cs
+        q, m, subst = quotient_remainder(name, c)
         splits[name] = (c, q, m)
-        pairs += [(v / c, q), (v % c, m)]
+        pairs += subst
         extra[str(m)] = c
         if name in sizes:
             extra[str(q)] = -(-sizes[name] // c)

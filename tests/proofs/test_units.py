@@ -7,6 +7,7 @@ from proofs import kinds as K
 from proofs.contract import parse_contract
 from proofs.errors import ContractError
 from proofs.layout import decompose
+from proofs.smt import exists
 from proofs.witness import guess
 
 pid, ax0, ax1, it, sm, sk = z3.Ints("pid ax0 ax1 it sm sk")
@@ -58,6 +59,17 @@ def test_witness_splits_a_program_id_by_a_constant_that_is_not_a_power_of_two():
     row, head = z3.Ints("row head")
     equations = [(pid / 3, row), (pid % 3, head)]
     assert _satisfies(equations, [pid], [row >= 0, head >= 0, head < 3], {})
+
+
+def test_quantifier_elimination_over_a_divided_variable_is_exact():
+    # some tile row r < 64 of a block starting at b is a live token (r // 4 < e - b) and not padding (r % 4 < 3)
+    lane, b, e = z3.Ints("lane b e")
+    body = z3.And(lane >= 0, lane < 64, lane % 4 < 3, b + lane / 4 < e)
+    reduced = exists([lane], body)
+    assert not z3.is_quantifier(reduced) and "exists" not in reduced.sexpr()
+    solver = z3.Solver()
+    solver.add(reduced != z3.Exists([lane], body))
+    assert solver.check() == z3.unsat
 
 
 BASE = {"kernel": "k", "grid": {"dims": ["T"]}, "params": {"T": "batch"},
