@@ -4,8 +4,11 @@ Proving ``∀ element ∃ writer`` with a quantifier is slow in context, so the 
 constructed instead: an address index that is the same function of a writer variable as the
 selected index is of some term gives that term (``slot_mapping[pid] = slot_mapping[tok]``
 gives ``pid = tok``); an index ``c*p + l + d`` with a lane ``l`` ranging over ``[0, c)`` gives
-``p = (s - d) div c`` and ``l = (s - d) mod c`` (also when ``l`` ranges wider, over masked lanes); a lone ``l + d`` gives ``l = s - d``.
-Variables left over take 0. The construction is only a guess: the driver proves (without
+``p = (s - d) div c`` and ``l = (s - d) mod c`` (also when ``l`` ranges wider, over masked
+lanes); a lone ``l + d`` gives ``l = s - d``. A variable ``l`` that occurs only as ``l div c`` and
+``l mod c`` for one constant ``c > 0`` (a tile row split into (token, head) by ``r // G`` and
+``r % G``) is solved as two unknowns, its quotient ``q`` and its remainder ``m`` (a lane over
+``[0, c)``), and rebuilt as ``l = c*q + m`` (:mod:`proofs.divmod`). Variables left over take 0. The construction is only a guess: the driver proves (without
 quantifiers) that the guessed writer satisfies the writer constraint.
 """
 
