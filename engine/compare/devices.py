@@ -5,7 +5,8 @@ Device ``k`` of ``n`` runs shard ``k+1/n`` (engine/compare/sharding.py) in a chi
 (``CUDA_VISIBLE_DEVICES=i``) and runs on ``cuda``, so every child names the same D as a
 single-GPU run and the shards' records together are exactly that run's. Children report progress
 as JSON lines on stdout and write their records as a bundle, which the parent reads back. A child
-that fails fails the whole run (its shard's comparisons would otherwise go missing).
+that fails fails the whole run (its shard's comparisons would otherwise go missing); a child whose
+parent dies stops (its stdin ends), so no shard keeps a GPU busy for a run nobody will read.
 
 Torch-free: the parent only starts processes and reads files.
 """
@@ -70,8 +71,9 @@ class _Child:
             self.proc = subprocess.Popen([sys.executable, "-m", "engine.compare.shard_process"], cwd=root, env=env,
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message))
-        self.proc.stdin.close()
+        # stdin stays open until the run ends: a shard whose stdin ends stops (shard_process.py)
+        self.proc.stdin.write(json.dumps(message) + "\n")
+        self.proc.stdin.flush()
         self.done = self.total = 0
 
 
@@ -111,6 +113,9 @@ def run_on_devices(model_dir: str | Path, suites: Sequence[str], scale: str, *, 
             for child in children:
                 child.proc.kill()
             raise
+        finally:
+            for child in children:
+                child.proc.stdin.close()
         for t in threads:
             t.join(timeout=30)
         failed = [c for c in children if c.proc.returncode != 0 or not c.out.is_file()]

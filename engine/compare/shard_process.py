@@ -1,8 +1,11 @@
 """One shard of a multi-device compare run (started by engine/compare/devices.py).
 
-Reads one JSON job on stdin (model, suites, scale, shard, device, deployment, label, command,
-seed, factory, out), runs the shard without runtime checks, writes its records to ``out`` as a
-bundle and reports progress as JSON lines on stdout. Exit code 0 once the bundle is written.
+Reads one JSON job line on stdin (model, suites, scale, shard, device, deployment, label,
+command, seed, factory, out), runs the shard without runtime checks, writes its records to
+``out`` as a bundle and reports progress as JSON lines on stdout. Exit code 0 once the bundle is
+written. The parent keeps stdin open while it waits: when stdin ends before the shard does (the
+parent was killed, or gave up), the process exits at once with code 3 and writes nothing, so no
+shard outlives the run that started it.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import dataclasses
 import json
 import os
 import sys
+import threading
 
 from engine.compare.api import run_suites
 from engine.compare.progress import ProgressEvent
@@ -19,9 +23,18 @@ from engine.compare.reference_worker import DEFAULT_FACTORY
 from evidence_db.bundle import Deployment, write_bundle
 
 
+PARENT_GONE_EXIT = 3
+
+
+def _exit_when_stdin_ends() -> None:
+    sys.stdin.read()  # returns only at end of input: the parent closed it or died
+    os._exit(PARENT_GONE_EXIT)
+
+
 def main() -> None:
     """Run the job read from stdin."""
-    job = json.loads(sys.stdin.read())
+    job = json.loads(sys.stdin.readline())
+    threading.Thread(target=_exit_when_stdin_ends, name="bitcase-parent-watch", daemon=True).start()
     # Progress owns file descriptor 1; anything else printing to stdout lands in the log instead.
     events = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)

@@ -32,3 +32,22 @@ def test_a_failing_shard_process_fails_the_run_with_its_log(fake_model_dir, depl
 def test_bad_device_lists_are_refused(devices, message):
     with pytest.raises(ValueError, match=message):
         parse_devices(devices)
+
+
+def test_a_shard_process_whose_parent_is_gone_stops_and_writes_nothing(fake_model_dir, deployment, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from engine.compare.shard_process import PARENT_GONE_EXIT
+
+    out = tmp_path / "shard.jsonl"
+    job = {"model": str(fake_model_dir), "suites": ["batch", "chunk", "prefix"], "scale": "ci", "shard": "1/1",
+           "device": "cpu", "deployment": {"fields": deployment.fields, "digest": deployment.digest}, "label": "",
+           "command": ["test"], "seed": None, "factory": FAKE_FACTORY, "out": str(out)}
+    proc = subprocess.Popen([sys.executable, "-m", "engine.compare.shard_process"], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc.stdin.write(json.dumps(job) + "\n")
+    proc.stdin.close()  # as when the parent dies: the job is in, then input ends
+    assert proc.wait(timeout=60) == PARENT_GONE_EXIT, proc.stderr.read()
+    assert not out.exists()
