@@ -5,8 +5,9 @@ Device ``k`` of ``n`` runs shard ``k+1/n`` (engine/compare/sharding.py) in a chi
 (``CUDA_VISIBLE_DEVICES=i``) and runs on ``cuda``, so every child names the same D as a
 single-GPU run and the shards' records together are exactly that run's. Children report progress
 as JSON lines on stdout and write their records as a bundle, which the parent reads back. A child
-that fails fails the whole run (its shard's comparisons would otherwise go missing); a child whose
-parent dies stops (its stdin ends), so no shard keeps a GPU busy for a run nobody will read.
+that fails fails the whole run at once and the other shards are stopped (its comparisons would
+otherwise go missing); a child whose parent dies stops (its stdin ends), so no shard keeps a GPU
+busy for a run nobody will read.
 
 Torch-free: the parent only starts processes and reads files.
 """
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -77,6 +79,24 @@ class _Child:
         self.done = self.total = 0
 
 
+def _wait_all_or_first_failure(children: list[_Child]) -> _Child | None:
+    """Wait for every child; when one fails, stop the others at once (the run has failed anyway).
+
+    Returns the first child seen failing, or None when all exited with code 0.
+    """
+    while True:
+        failed = next((c for c in children if c.proc.poll() not in (None, 0)), None)
+        if failed is not None:
+            for c in children:
+                if c.proc.poll() is None:
+                    c.proc.kill()
+                    c.proc.wait()
+            return failed
+        if all(c.proc.poll() == 0 for c in children):
+            return None
+        time.sleep(0.2)
+
+
 def run_on_devices(model_dir: str | Path, suites: Sequence[str], scale: str, *, devices: Sequence[str],
                    deployment: Deployment, label: str = "", command: Sequence[str] = (), seed: int | None = None,
                    factory: str | None = None, progress: ProgressCallback | None = None) -> list[EvidenceRecord]:
@@ -107,8 +127,7 @@ def run_on_devices(model_dir: str | Path, suites: Sequence[str], scale: str, *, 
         for t in threads:
             t.start()
         try:
-            for child in children:
-                child.proc.wait()
+            failed = _wait_all_or_first_failure(children)
         except BaseException:
             for child in children:
                 child.proc.kill()
@@ -118,12 +137,11 @@ def run_on_devices(model_dir: str | Path, suites: Sequence[str], scale: str, *, 
                 child.proc.stdin.close()
         for t in threads:
             t.join(timeout=30)
-        failed = [c for c in children if c.proc.returncode != 0 or not c.out.is_file()]
-        if failed:
-            c = failed[0]
-            tail = c.log.read_text(errors="replace")[-3000:]
-            raise DeviceRunError(f"shard {c.shard} on {devices[children.index(c)]} exited with code "
-                                 f"{c.proc.returncode}: {tail}")
+        failed = failed or next((c for c in children if not c.out.is_file()), None)
+        if failed is not None:
+            tail = failed.log.read_text(errors="replace")[-3000:]
+            raise DeviceRunError(f"shard {failed.shard} on {devices[children.index(failed)]} exited with code "
+                                 f"{failed.proc.returncode} (the other shards were stopped): {tail}")
         records: list[EvidenceRecord] = []
         for child in children:
             with open(child.out, encoding="utf-8") as f:

@@ -51,3 +51,21 @@ def test_a_shard_process_whose_parent_is_gone_stops_and_writes_nothing(fake_mode
     proc.stdin.close()  # as when the parent dies: the job is in, then input ends
     assert proc.wait(timeout=60) == PARENT_GONE_EXIT, proc.stderr.read()
     assert not out.exists()
+
+
+def test_the_first_failing_shard_stops_the_others():
+    import subprocess
+    import sys
+    import time
+    from types import SimpleNamespace
+
+    from engine.compare.devices import _wait_all_or_first_failure
+
+    sleeper = SimpleNamespace(proc=subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]))
+    failing = SimpleNamespace(proc=subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(2)"]))
+    started = time.monotonic()
+    assert _wait_all_or_first_failure([sleeper, failing]) is failing
+    assert time.monotonic() - started < 60
+    assert sleeper.proc.returncode is not None and sleeper.proc.returncode < 0  # killed, not finished
+    done = [SimpleNamespace(proc=subprocess.Popen([sys.executable, "-c", "pass"])) for _ in range(2)]
+    assert _wait_all_or_first_failure(done) is None
