@@ -1,7 +1,23 @@
 """Positive controls: correct kernels are VERIFIED, and say what they relied on."""
 
+from pathlib import Path
+
 from tests.proofs.conftest import KERNELS
 from tests.proofs.test_mutants import ATTENTION, WINDOW
+
+# The head-group variant is verified where it is measured (bench/attention_variants.py), not as a copy.
+HEAD_GROUP_SOURCE = Path(__file__).resolve().parents[2] / "bench" / "attention_variants.py"
+HEAD_GROUP_CONTRACT = KERNELS / "attention_head_group.toml"
+
+
+def _kv_loop_line() -> int:
+    """The line of gqa_attention_kernel's KV-tile loop in HEAD_GROUP_SOURCE."""
+    lines = HEAD_GROUP_SOURCE.read_text(encoding="utf-8").splitlines()
+    start = next(n for n, line in enumerate(lines) if line.startswith("def gqa_attention_kernel"))
+    return next(n for n, line in enumerate(lines[start:], start + 1) if "for j in range(" in line)
+
+
+HEAD_GROUP_LOOP_LINE = _kv_loop_line()
 
 # What the plan's paged attention relies on (its finite/no_overflow premises and dot/reduce rules).
 PLAN_ATTENTION_TRUSTED = {"attention-finiteness", "contract-translation", "dot-position-independence",
@@ -57,19 +73,20 @@ def test_an_unseen_kernel_layer_norm_with_three_outputs_is_verified(verify):
 def test_head_group_attention_splitting_tile_rows_by_div_and_mod_is_verified(verify):
     # llama-1b: GROUP = BLOCK_G = 4, BLOCK_Q = 16 (the contract's constexprs); tile row r is
     # token r // 4 and head kv_head * 4 + r % 4 of the block
-    result = verify(KERNELS / "attention_head_group.py", "gqa_attention_kernel")
+    result = verify(HEAD_GROUP_SOURCE, "gqa_attention_kernel", contract=HEAD_GROUP_CONTRACT)
     assert result.verdict == "VERIFIED", result.reason
     assert result.demand == {"q_ptr": "index [row, *, *]",
                              "k_cache_ptr": "paged via block_table_ptr[req], positions < p + 1",
                              "v_cache_ptr": "paged via block_table_ptr[req], positions < p + 1"}
-    assert "loop at line 49: extra suffix iterations of launch A proved exact identities on acc, m_i" in result.steps
+    assert f"loop at line {HEAD_GROUP_LOOP_LINE}: extra suffix iterations of launch A proved exact identities on acc, m_i" \
+        in result.steps
     assert {t.id for t in result.trusted} == PLAN_ATTENTION_TRUSTED
     assert any("the selected out_ptr element is written (by the store" in o.what for o in result.obligations)
 
 
 def test_head_group_attention_with_padding_rows_is_verified(verify):
     # GROUP = 3 heads padded to BLOCK_G = 4 tile rows: rows with r % 4 == 3 are masked off
-    result = verify(KERNELS / "attention_head_group.py", "gqa_attention_kernel", GROUP=3, num_heads=24)
+    result = verify(HEAD_GROUP_SOURCE, "gqa_attention_kernel", contract=HEAD_GROUP_CONTRACT, GROUP=3, num_heads=24)
     assert result.verdict == "VERIFIED", result.reason
 
 
