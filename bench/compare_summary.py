@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.compare.devices import record_from_json  # noqa: E402
 from engine.compare.summary import summarize  # noqa: E402
+from evidence_db.bundle import EvidenceRecord  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     records = []
     for path in args.bundles:
         with open(path, encoding="utf-8") as f:
-            records.extend(record_from_json(json.loads(line)) for line in f if line.strip())
+            records.extend(EvidenceRecord.from_json_dict(json.loads(line)) for line in f if line.strip())
     summary = summarize(records)
     for obligation, s in summary.items():
         s["unit_seconds"] = round(sum(r.details.get("seconds", 0.0) for r in records

@@ -104,6 +104,15 @@ class EvidenceRecord:
         d["subjects"] = [asdict(s) for s in self.subjects]
         return {"schema": SCHEMA_ID, **d}
 
+    @classmethod
+    def from_json_dict(cls, d: dict[str, Any]) -> "EvidenceRecord":
+        """The record a bundle line holds (the inverse of :meth:`to_json_dict`; the schema key is dropped)."""
+        return cls(id=d["id"], category=d["category"], obligation=d["obligation"], status=d["status"],
+                   summary=d["summary"], producer=Producer(**d["producer"]),
+                   deployment=Deployment(fields=d["deployment"]["fields"], digest=d["deployment"]["digest"]),
+                   subjects=tuple(Subject(**s) for s in d["subjects"]), details=d["details"],
+                   produced_at=d["produced_at"])
+
     def content_digest(self) -> str:
         """Digest of the record's content (what makes a re-ingest a no-op)."""
         return digest_of(self.to_json_dict())

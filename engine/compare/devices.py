@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Sequence
 
 from engine.compare.progress import ProgressCallback, ProgressEvent
-from evidence_db.bundle import Deployment, EvidenceRecord, Producer, Subject
+from evidence_db.bundle import Deployment, EvidenceRecord
 
-__all__ = ["run_on_devices", "parse_devices", "record_from_json", "DeviceRunError"]
+__all__ = ["run_on_devices", "parse_devices", "DeviceRunError"]
 
 
 class DeviceRunError(RuntimeError):
@@ -46,15 +46,6 @@ def parse_devices(devices: Sequence[str]) -> list[str]:
     if not out:
         raise ValueError("a multi-device run needs at least one device")
     return out
-
-
-def record_from_json(d: dict) -> EvidenceRecord:
-    """The :class:`EvidenceRecord` a bundle line (``EvidenceRecord.to_json_dict``) holds."""
-    return EvidenceRecord(id=d["id"], category=d["category"], obligation=d["obligation"], status=d["status"],
-                          summary=d["summary"], producer=Producer(**d["producer"]),
-                          deployment=Deployment(fields=d["deployment"]["fields"], digest=d["deployment"]["digest"]),
-                          subjects=tuple(Subject(**s) for s in d["subjects"]), details=d["details"],
-                          produced_at=d["produced_at"])
 
 
 class _Child:
@@ -145,5 +136,5 @@ def run_on_devices(model_dir: str | Path, suites: Sequence[str], scale: str, *, 
         records: list[EvidenceRecord] = []
         for child in children:
             with open(child.out, encoding="utf-8") as f:
-                records.extend(record_from_json(json.loads(line)) for line in f if line.strip())
+                records.extend(EvidenceRecord.from_json_dict(json.loads(line)) for line in f if line.strip())
     return records

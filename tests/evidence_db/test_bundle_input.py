@@ -174,3 +174,13 @@ def test_obligation_mapping_syntax() -> None:
     assert parse_obligation_map(["tests.engine.*=G2", "a=b=c"]) == [("tests.engine.*", "G2"), ("a=b", "c")]
     with pytest.raises(BundleError, match="is not TESTID_GLOB=OBLIGATION"):
         parse_obligation_map(["tests.engine.*"])
+
+
+def test_a_record_round_trips_through_its_bundle_line(tmp_path: Path) -> None:
+    from evidence_db.bundle import EvidenceRecord, write_bundle
+
+    original = record(3)
+    write_bundle(tmp_path / "b.jsonl", [original])
+    line = (tmp_path / "b.jsonl").read_text(encoding="utf-8")
+    again = EvidenceRecord.from_json_dict(json.loads(line))
+    assert again == original and again.content_digest() == original.content_digest()
