@@ -15,7 +15,7 @@ import torch
 
 __all__ = ["HostLogits", "NUM_HOST_SLOTS"]
 
-NUM_HOST_SLOTS = 3  # a slot is rewritten two steps after its digests were queued
+NUM_HOST_SLOTS = 3  # a slot is rewritten two steps after its digests were started (one after queued)
 
 
 class HostLogits:
@@ -36,7 +36,9 @@ class HostLogits:
         after every reader added with :meth:`add_readers` has finished.
         """
         slot = (self._last + 1) % len(self._logits)
-        wait(self._readers[slot])  # usually long finished; errors surface where the digests are read
+        # Started after an earlier launch (the engine starts queued digests before every fetch);
+        # usually long finished. Errors surface where the digests are read.
+        wait(self._readers[slot])
         self._readers[slot] = []
         self._last = slot
         host_logits, host_tokens = self._logits[slot][:num_rows], self._tokens[slot][:num_rows]

@@ -7,7 +7,8 @@ the step in the four invariants (engine/checks.py).
 
 Greedy rows take the token the device chose (:func:`engine.sampler.greedy_tokens`) when the
 runner computed one; other rows go through :func:`engine.sampler.sample`. Logit-row digests
-are computed by worker threads (engine/row_digests.py) and waited for when an output is built.
+are computed by worker threads (engine/row_digests.py), started once the next step's kernels
+are launched, and waited for when an output is built.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from engine.config import EngineConfig
 from engine.deployment import DeploymentMismatch, build_deployment
 from engine.model_config import read_model_spec
 from engine.model_runner import Chunk, ModelRunner
-from engine.row_digests import PendingEntry, digest_later, resolve_entries
+from engine.row_digests import DigestQueue, PendingEntry, resolve_entries
 from engine.sampler import sample
 from engine.sampling_params import SamplerState, SamplingParams
 from engine.scheduler import Scheduler, StepPlan
@@ -116,6 +117,7 @@ class LLMEngine:
                                           enable_prefix_caching=self.config.enable_prefix_caching)
         self.scheduler = Scheduler(self.config, self.block_manager)
         self.checker = InvariantChecker(self) if self.config.check_mode else None
+        self.digests = DigestQueue()  # sampled rows waiting for their digests
         self.stop_token_ids = frozenset(self.spec.eos_token_ids)
         self.num_steps = 0
         self._ids = itertools.count()
@@ -160,7 +162,10 @@ class LLMEngine:
     def cancel(self, request_id: str) -> RequestOutput | None:
         """Cancel a queued or running request, freeing its pages; None when it is not unfinished."""
         seq = self.scheduler.cancel(request_id)
-        return None if seq is None else _output(seq)
+        if seq is None:
+            return None
+        self.digests.start()
+        return _output(seq)
 
     def has_unfinished(self) -> bool:
         return self.scheduler.has_unfinished()
@@ -185,7 +190,7 @@ class LLMEngine:
         logits, greedy_tokens = torch.empty(0, self.spec.vocab_size), None
         if plan.chunks:
             logits = self.runner.execute([Chunk(c.seq.token_ids, c.seq.page_table, c.start, c.end, c.is_sampled)
-                                          for c in plan.chunks])
+                                          for c in plan.chunks], while_running=self.digests.start)
             greedy_tokens = self.runner.last_greedy_tokens
         if self.checker:
             self.checker.after_forward(plan, self.runner.last_launches, logits)
@@ -197,7 +202,7 @@ class LLMEngine:
             else:
                 token, state = sample(row, seq.params, seq.sampler_state)
             kept = row.clone() if self.config.keep_logit_rows else None
-            digest = digest_later(row if kept is None else kept)
+            digest = self.digests.add(row if kept is None else kept)
             if kept is None:
                 readers.append(digest)
             seq.trace.append(PendingEntry(seq.num_output_tokens, token, state, digest, kept))
@@ -206,6 +211,8 @@ class LLMEngine:
         finished = self.scheduler.commit(plan, sampled)
         if self.checker:
             self.checker.after_commit()
+        if finished:
+            self.digests.start()  # their outputs wait for their digests
         result = StepResult(self.num_steps, tuple(ScheduledRows(c.seq.request_id, c.start, c.end, c.is_sampled)
                                                   for c in plan.chunks),
                             plan.admitted, plan.preempted, plan.num_evicted_pages, tuple(_output(s) for s in finished))

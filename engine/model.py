@@ -68,6 +68,7 @@ class LlamaModel:
         num_tokens = batch.input_ids.shape[0]
         hidden = ops.embedding(batch.input_ids, w.embed)  # [T, H]
         residual = None
+        seq_idx = ops.token_requests(batch.query_start_loc, num_tokens)  # [T] int32, shared by every layer
         for layer, lw in enumerate(w.layers):
             x, residual = ops.rms_norm(hidden, lw.input_norm, spec.rms_norm_eps, residual)
             qkv = ops.linear(x, lw.qkv, lw.qkv_bias)  # [T, q_width + 2 kv_width]
@@ -77,7 +78,7 @@ class LlamaModel:
             q, k = ops.rope(q, k, batch.positions, self.cos_sin)
             ops.store_kv(k, v, kv.k[layer], kv.v[layer], batch.slot_mapping)
             attn = ops.paged_attention(q, kv.k[layer], kv.v[layer], batch.block_table, batch.query_start_loc,
-                                       batch.seq_lens, self.scale)  # [T, Hq, D]
+                                       batch.seq_lens, self.scale, seq_idx)  # [T, Hq, D]
             hidden = ops.linear(attn.view(num_tokens, self.q_width), lw.o_proj)  # [T, H]
             x, residual = ops.rms_norm(hidden, lw.post_norm, spec.rms_norm_eps, residual)
             hidden = ops.linear(ops.silu_mul(ops.linear(x, lw.gate_up)), lw.down)  # [T, H]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import torch
 
@@ -95,12 +95,14 @@ class ModelRunner:
                             if self.device.type == "cuda" else None)
         self.padded_decode = PaddedDecode(self) if config.cuda_graphs else None
 
-    def execute(self, chunks: Sequence[Chunk]) -> torch.Tensor:
+    def execute(self, chunks: Sequence[Chunk], *, while_running: Callable[[], None] | None = None) -> torch.Tensor:
         """Run one step; ``[S, V]`` float32 logits of the sampled chunks, on the CPU, in chunk order.
 
-        On CUDA the rows sit in a pinned slot that stays valid until the slot comes round again
-        after its readers (:meth:`keep_rows_for`) finish; :attr:`last_greedy_tokens` holds the
-        device's greedy token of each row.
+        ``while_running`` is called once the step's kernels are launched, before the host waits
+        for them (on the CPU, where the forward is synchronous, after it). On CUDA the rows sit
+        in a pinned slot that stays valid until the slot comes round again after its readers
+        (:meth:`keep_rows_for`) finish; :attr:`last_greedy_tokens` holds the device's greedy
+        token of each row.
         """
         if len(chunks) > self.config.max_num_seqs or sum(c.end - c.start for c in chunks) > \
                 self.config.max_num_batched_tokens:
@@ -113,6 +115,8 @@ class ModelRunner:
             with use_plan(self.plan, check_metadata=self.check_metadata), record_launches() as launches:
                 logits = self.model.forward(batch, self.kv)
             tokens = greedy_tokens(logits) if self.host_logits is not None and num_sampled else None
+        if while_running is not None:
+            while_running()
         self.last_launches = list(launches)
         if self.host_logits is None or not num_sampled:
             self.last_greedy_tokens = None

@@ -52,7 +52,34 @@ def sample(row: torch.Tensor, params: SamplingParams, state: SamplerState) -> tu
     return token, state.advanced()
 
 
+_MAX_PARTS = 64
+_MIN_PART_LEN = 1024
+
+
+def _num_parts(vocab_size: int) -> int:
+    """Equal parts a row is split into for :func:`greedy_tokens`: a power of two dividing it."""
+    parts = 1
+    while parts < _MAX_PARTS and vocab_size % (2 * parts) == 0 and vocab_size // (2 * parts) >= _MIN_PART_LEN:
+        parts *= 2
+    return parts
+
+
 def greedy_tokens(logits: torch.Tensor) -> torch.Tensor:
-    """``[S]`` int64: each row's greedy token, on the logits' device (what :func:`sample` picks greedily)."""
+    """``[S]`` int64: each row's greedy token, on the logits' device (what :func:`sample` picks greedily).
+
+    A row is split into equal parts (one GPU reduction over a whole 128K row runs on a handful
+    of thread blocks): the first maximal index of each part, then the first part whose maximum
+    is the row's. That part holds the row's first maximal index and it is the one its argmax
+    found, so the result equals ``torch.argmax(row)``, NaN counting as the maximum (a part with a
+    NaN has NaN as its maximum, and the first such part holds the first NaN).
+    """
     # logits: [S, V] float32
-    return torch.argmax(logits, dim=-1)
+    num_rows, vocab_size = logits.shape
+    parts = _num_parts(vocab_size)
+    if parts == 1:
+        return torch.argmax(logits, dim=-1)
+    pieces = logits.view(num_rows, parts, vocab_size // parts)  # [S, P, V/P]
+    where = torch.argmax(pieces, dim=-1, keepdim=True)  # [S, P, 1]: first maximal index in each part
+    best = torch.gather(pieces, 2, where).squeeze(2)  # [S, P]: each part's maximum
+    part = torch.argmax(best, dim=-1, keepdim=True)  # [S, 1]: first part holding the row's maximum
+    return part.squeeze(1) * (vocab_size // parts) + torch.gather(where.squeeze(2), 1, part).squeeze(1)

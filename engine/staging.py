@@ -3,8 +3,11 @@
 The buffers hold max_num_batched_tokens rows, max_num_seqs requests and max_pages_per_seq
 table columns; a step uses their leading views, so no tensor shape depends on another request's
 length and a captured CUDA graph reads the same addresses at every replay. Packed (eager) steps
-are copied in from host tensors. Padded decode steps are written into host mirrors of the
-buffers, pinned on CUDA, and copied with one asynchronous copy per tensor: the host never waits.
+are copied in from host tensors. Padded decode steps have their own region: every input of a
+decode step of up to max_num_seqs rows in one block of memory, the block table last, written
+into a host mirror (pinned on CUDA) and copied with one asynchronous copy of the part in use
+(each copy call lets the step loop's thread give up the interpreter lock, and every hand-back
+cost time on a busy host): the host never waits.
 """
 
 from __future__ import annotations
@@ -15,43 +18,80 @@ import torch
 from engine.decode_padding import PaddedDecodeBatch
 from engine.model import ForwardBatch
 
-__all__ = ["StepBuffers"]
+__all__ = ["StepBuffers", "DecodeRegion"]
+
+_I64, _I32 = torch.int64, torch.int32
+
+
+class DecodeRegion:
+    """The inputs of padded decode steps in one block of bytes, on the device and mirrored on the host.
+
+    Layout, for ``S = max_num_seqs`` and ``P = max_pages_per_seq``: input_ids, positions,
+    slot_mapping, sample_rows ([S] int64 each), seq_lens ([S] int32), query_start_loc
+    ([S + 1] int32), block_table ([S, P] int32). A step of ``n`` rows uses every field's first
+    ``n`` rows; with the table last, all of them lie in the block's first
+    :meth:`used_bytes` ``(n)`` bytes.
+    """
+
+    def __init__(self, *, max_num_seqs: int, max_pages_per_seq: int, device: torch.device) -> None:
+        s, p = max_num_seqs, max_pages_per_seq
+        fields = [("input_ids", (s,), _I64), ("positions", (s,), _I64), ("slot_mapping", (s,), _I64),
+                  ("sample_rows", (s,), _I64), ("seq_lens", (s,), _I32), ("query_start_loc", (s + 1,), _I32),
+                  ("block_table", (s, p), _I32)]
+        self._offsets: dict[str, int] = {}
+        offset = 0
+        for name, shape, dtype in fields:
+            self._offsets[name] = offset
+            offset += int(np.prod(shape)) * dtype.itemsize
+        self.table_row_bytes = p * _I32.itemsize
+        self.device_bytes = torch.zeros(offset, dtype=torch.uint8, device=device)
+        self.host_bytes = self.device_bytes if device.type == "cpu" else \
+            torch.zeros(offset, dtype=torch.uint8, pin_memory=True)
+        self.device = self._views(self.device_bytes, fields)
+        self.host = self._views(self.host_bytes, fields)
+
+    def _views(self, raw: torch.Tensor, fields: list) -> dict[str, torch.Tensor]:
+        views = {}
+        for name, shape, dtype in fields:
+            start = self._offsets[name]
+            views[name] = raw[start:start + int(np.prod(shape)) * dtype.itemsize].view(dtype).view(shape)
+        return views
+
+    def used_bytes(self, num_rows: int) -> int:
+        """Bytes from the start of the block that hold every field's first ``num_rows`` rows."""
+        return self._offsets["block_table"] + num_rows * self.table_row_bytes
+
+    def copy_to_device(self, num_rows: int) -> None:
+        """One asynchronous copy of the part a step of ``num_rows`` rows uses (nothing on the CPU)."""
+        if self.host_bytes is not self.device_bytes:
+            used = self.used_bytes(num_rows)
+            self.device_bytes[:used].copy_(self.host_bytes[:used], non_blocking=True)
 
 
 class StepBuffers:
-    """The forward inputs of one step, on the model's device, with host mirrors for decode steps."""
+    """The forward inputs of one step, on the model's device; decode steps in a :class:`DecodeRegion`."""
 
     def __init__(self, *, max_num_rows: int, max_num_seqs: int, max_pages_per_seq: int,
                  device: torch.device) -> None:
-        shapes = {"input_ids": ((max_num_rows,), torch.int64), "positions": ((max_num_rows,), torch.int64),
-                  "slot_mapping": ((max_num_rows,), torch.int64),
-                  "block_table": ((max_num_seqs, max_pages_per_seq), torch.int32),
-                  "query_start_loc": ((max_num_seqs + 1,), torch.int32), "seq_lens": ((max_num_seqs,), torch.int32),
-                  "sample_rows": ((max_num_seqs,), torch.int64)}
+        shapes = {"input_ids": ((max_num_rows,), _I64), "positions": ((max_num_rows,), _I64),
+                  "slot_mapping": ((max_num_rows,), _I64), "block_table": ((max_num_seqs, max_pages_per_seq), _I32),
+                  "query_start_loc": ((max_num_seqs + 1,), _I32), "seq_lens": ((max_num_seqs,), _I32),
+                  "sample_rows": ((max_num_seqs,), _I64)}
         self.device = device
         self.buffers = {name: torch.zeros(shape, dtype=dtype, device=device) for name, (shape, dtype) in shapes.items()}
-        if device.type == "cpu":
-            self.host = self.buffers  # written in place: nothing to copy
-        else:
-            self.host = {name: torch.zeros(shape, dtype=dtype, pin_memory=True) for name, (shape, dtype) in shapes.items()}
-        self._arrays = {name: t.numpy() for name, t in self.host.items()}  # views sharing the host memory
+        self.decode = DecodeRegion(max_num_seqs=max_num_seqs, max_pages_per_seq=max_pages_per_seq, device=device)
+        self._arrays = {name: t.numpy() for name, t in self.decode.host.items()}  # views sharing the host memory
         # What each host block-table row holds (zeros after it; None: unknown), so a growing table
         # is written incrementally: a long context's row is not converted from Python ints at
         # every step.
         self._table_rows: list[list[int] | None] = [None] * max_num_seqs
 
     def views(self, num_tokens: int, num_seqs: int, num_sampled: int) -> ForwardBatch:
-        """Leading views of the device buffers for a step of these sizes."""
-        b = self.buffers
-        return ForwardBatch(input_ids=b["input_ids"][:num_tokens], positions=b["positions"][:num_tokens],
-                            slot_mapping=b["slot_mapping"][:num_tokens], block_table=b["block_table"][:num_seqs],
-                            query_start_loc=b["query_start_loc"][:num_seqs + 1], seq_lens=b["seq_lens"][:num_seqs],
-                            sample_rows=b["sample_rows"][:num_sampled])
+        """Leading views of the packed-step device buffers for a step of these sizes."""
+        return _leading(self.buffers, num_tokens, num_seqs, num_sampled)
 
     def stage(self, host: dict[str, torch.Tensor]) -> ForwardBatch:
         """Copy packed host tensors (engine.model_runner's packing) into leading views."""
-        if self.host is self.buffers:  # the CPU: these writes land in the host rows too
-            self._table_rows = [None] * len(self._table_rows)
         views = {}
         for name, tensor in host.items():
             view = self.buffers[name][:tensor.shape[0]]
@@ -60,11 +100,11 @@ class StepBuffers:
         return ForwardBatch(**views)
 
     def stage_decode(self, batch: PaddedDecodeBatch) -> ForwardBatch:
-        """Write a padded decode batch into the host mirrors and copy it to the device buffers.
+        """Write a padded decode batch into the decode region's host mirror and copy it to the device.
 
         Every table column past a row's pages is zero, so staged inputs are a function of this
-        step alone. A previous step's copies have completed: each step ends with the
-        host waiting for its logits, which the device computes after its input copies.
+        step alone. A previous step's copy has completed: each step ends with the host waiting
+        for its logits, which the device computes after its input copy.
         """
         size = batch.batch_size
         a = self._arrays
@@ -84,8 +124,12 @@ class StepBuffers:
                 table[row, :len(pages)] = pages
                 table[row, len(pages):] = 0
             self._table_rows[row] = pages
-        if self.host is not self.buffers:
-            for name, host in self.host.items():
-                count = size + 1 if name == "query_start_loc" else size
-                self.buffers[name][:count].copy_(host[:count], non_blocking=True)
-        return self.views(size, size, size)
+        self.decode.copy_to_device(size)
+        return _leading(self.decode.device, size, size, size)
+
+
+def _leading(fields: dict[str, torch.Tensor], num_tokens: int, num_seqs: int, num_sampled: int) -> ForwardBatch:
+    return ForwardBatch(input_ids=fields["input_ids"][:num_tokens], positions=fields["positions"][:num_tokens],
+                        slot_mapping=fields["slot_mapping"][:num_tokens], block_table=fields["block_table"][:num_seqs],
+                        query_start_loc=fields["query_start_loc"][:num_seqs + 1], seq_lens=fields["seq_lens"][:num_seqs],
+                        sample_rows=fields["sample_rows"][:num_sampled])

@@ -24,8 +24,10 @@ def row_digest(row: torch.Tensor) -> str:
     The row's memory is hashed in place (no copy); hashlib releases the GIL while it hashes,
     so worker threads can digest rows while the engine steps (engine/row_digests.py).
     """
-    data = row.detach().to("cpu", torch.float32).contiguous().view(torch.int32).numpy()
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+    data = row.detach()
+    if data.device.type != "cpu" or data.dtype != torch.float32 or not data.is_contiguous():
+        data = data.to("cpu", torch.float32).contiguous()
+    return "sha256:" + hashlib.sha256(data.numpy()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

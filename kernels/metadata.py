@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["token_requests", "attention_token_metadata", "check_token_ids", "check_positions", "check_slots",
+__all__ = ["token_requests", "attention_token_metadata", "check_seq_idx", "check_token_ids", "check_positions", "check_slots",
            "check_attention_metadata"]
 
 
@@ -50,6 +50,17 @@ def check_token_ids(token_ids: torch.Tensor, vocab_size: int) -> None:
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
         _fail("embedding token_ids", f"values span [{int(ids.min())}, {int(ids.max())}]",
               f"ids must be in [0, {vocab_size})")
+
+
+def check_seq_idx(seq_idx: torch.Tensor, query_start_loc: torch.Tensor, num_tokens: int) -> None:
+    """A precomputed ``seq_idx`` is what :func:`token_requests` gives for ``query_start_loc``."""
+    expected = token_requests(query_start_loc, num_tokens).cpu()
+    given = seq_idx.cpu()
+    if given.shape != expected.shape or given.dtype != expected.dtype or not torch.equal(given, expected):
+        bad = "shape or dtype" if given.shape != expected.shape or given.dtype != expected.dtype else \
+            f"first wrong token {int((given != expected).nonzero()[0, 0])}"
+        _fail("attention seq_idx", f"does not name each token's request ({bad})",
+              "pass ops.token_requests(query_start_loc, num_tokens) or leave seq_idx out")
 
 
 def check_positions(positions: torch.Tensor, num_table_rows: int) -> None:

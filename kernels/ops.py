@@ -22,7 +22,10 @@ from kernels.silu_mul import launch_silu_mul
 from kernels.store_kv import launch_store_kv
 from kernels.tensors import dtype_name
 
-__all__ = ["embedding", "rms_norm", "linear", "rope", "silu_mul", "store_kv", "paged_attention", "logits"]
+__all__ = ["embedding", "rms_norm", "linear", "rope", "silu_mul", "store_kv", "paged_attention", "logits",
+           "token_requests"]
+
+token_requests = metadata.token_requests
 
 
 def _on_cuda(*tensors: torch.Tensor) -> bool:
@@ -130,12 +133,15 @@ def store_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: t
 
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
-                    query_start_loc: torch.Tensor, seq_lens: torch.Tensor, scale: float) -> torch.Tensor:
+                    query_start_loc: torch.Tensor, seq_lens: torch.Tensor, scale: float,
+                    seq_idx: torch.Tensor | None = None) -> torch.Tensor:
     """Causal attention of ``q`` [T, Hq, D] over each request's paged KV -> [T, Hq, D].
 
     Request b's queries are rows ``query_start_loc[b]:query_start_loc[b+1]``; ``seq_lens[b]``
     counts its KV including this step's tokens (already stored); query i sits at position
     ``seq_lens[b] - q_len_b + i`` and attends to keys 0..position, page by page in order.
+    ``seq_idx`` [T] int32, each token's request, is :func:`token_requests` of ``query_start_loc``; a
+    forward passes it in so that every layer does not recompute it.
     """
     num_tokens = q.shape[0]
     entry = require(configs.paged_attention_config(
@@ -144,7 +150,10 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     if metadata_checks_enabled():
         metadata.check_attention_metadata(query_start_loc, seq_lens, block_table, num_tokens,
                                           k_cache.shape[0], k_cache.shape[1])
-    seq_idx = metadata.token_requests(query_start_loc, num_tokens)
+        if seq_idx is not None:
+            metadata.check_seq_idx(seq_idx, query_start_loc, num_tokens)
+    if seq_idx is None:
+        seq_idx = metadata.token_requests(query_start_loc, num_tokens)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     if _on_cuda(q, k_cache, v_cache, block_table, query_start_loc, seq_lens):
         launch_paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry)

@@ -60,8 +60,8 @@ def test_a_write_into_a_published_page_breaks_write_isolation(tiny_dir, monkeypa
     pid = next(p.page_id for p in engine.block_manager.pages if p.has_provenance)
     real_execute = engine.runner.execute
 
-    def execute_and_scribble(chunks):
-        logits = real_execute(chunks)
+    def execute_and_scribble(chunks, **kwargs):
+        logits = real_execute(chunks, **kwargs)
         engine.runner.kv.v[1, pid, 0, 0, 0] += 1.0
         return logits
 
@@ -93,8 +93,8 @@ def test_a_launch_outside_the_sealed_plan_breaks_kernel_configuration(tiny_dir, 
     engine = checked_engine(tiny_dir)
     real_execute = engine.runner.execute
 
-    def execute_with_an_unsealed_launch(chunks):
-        logits = real_execute(chunks)
+    def execute_with_an_unsealed_launch(chunks, **kwargs):
+        logits = real_execute(chunks, **kwargs)
         record = engine.runner.last_launches[0]
         engine.runner.last_launches[0] = LaunchRecord(record.kernel, record.key, {**record.config, "num_warps": 16})
         return logits
@@ -109,8 +109,8 @@ def test_a_missing_launch_breaks_kernel_configuration(tiny_dir, monkeypatch):
     engine = checked_engine(tiny_dir)
     real_execute = engine.runner.execute
 
-    def execute_dropping_attention(chunks):
-        logits = real_execute(chunks)
+    def execute_dropping_attention(chunks, **kwargs):
+        logits = real_execute(chunks, **kwargs)
         engine.runner.last_launches[:] = [r for r in engine.runner.last_launches if r.kernel != "paged_attention"]
         return logits
 
@@ -141,8 +141,8 @@ def test_non_finite_logits_break_the_attention_premise(tiny_dir, monkeypatch):
     engine = checked_engine(tiny_dir)
     real_execute = engine.runner.execute
 
-    def execute_with_nan(chunks):
-        logits = real_execute(chunks).clone()  # a normal tensor: the forward returns inference tensors
+    def execute_with_nan(chunks, **kwargs):
+        logits = real_execute(chunks, **kwargs).clone()  # a normal tensor: the forward returns inference tensors
         logits[0, 3] = float("nan")
         return logits
 

@@ -1,8 +1,10 @@
 """The sampler: a function of (row, parameters, state) only, with counter-based randomness."""
 
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from engine.sampler import sample
+from engine.sampler import _num_parts, greedy_tokens, sample
 from engine.sampling_params import SamplerState, SamplingParams, uniform
 
 ROW = torch.linspace(-2.0, 2.0, 50, dtype=torch.float32)[torch.randperm(50, generator=torch.Generator().manual_seed(0))]
@@ -45,3 +47,26 @@ def test_sampling_follows_the_softmax_distribution():
         counts[sample(row, SamplingParams(temperature=1.0), SamplerState(5, c))[0]] += 1
     expected = torch.softmax(row.double(), 0) * 3000
     assert float((counts - expected).abs().max()) < 5 * float(expected.sqrt().max())
+
+
+# Few distinct values, so rows are full of ties, NaNs and signed zeros across part boundaries.
+_VALUES = st.sampled_from([0.0, -0.0, 1.0, -1.0, 3.5, float("inf"), float("-inf"), float("nan")])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_greedy_tokens_in_parts_equal_the_argmax_of_each_row(data):
+    vocab_size = data.draw(st.sampled_from([4096, 8192, 3 * 1024, 1000]))
+    num_rows = data.draw(st.integers(1, 4))
+    base = data.draw(_VALUES)
+    rows = torch.full((num_rows, vocab_size), base)
+    for _ in range(data.draw(st.integers(0, 12))):  # a few cells changed, anywhere
+        rows[data.draw(st.integers(0, num_rows - 1)), data.draw(st.integers(0, vocab_size - 1))] = data.draw(_VALUES)
+    state = SamplingParams().initial_state()
+    assert greedy_tokens(rows).tolist() == [sample(r, SamplingParams(), state)[0] for r in rows]
+    assert greedy_tokens(rows).tolist() == torch.argmax(rows, dim=-1).tolist()
+
+
+def test_greedy_rows_are_split_only_into_equal_parts_of_at_least_1024():
+    assert _num_parts(128256) == 64 and 128256 % 64 == 0
+    assert _num_parts(4096) == 4 and _num_parts(3 * 1024) == 2 and _num_parts(1000) == 1 and _num_parts(256) == 1

@@ -74,3 +74,19 @@ def test_views_have_the_sizes_asked_for(size):
     views = buffers.views(size, size, size)
     assert views.input_ids.shape == (size,) and views.block_table.shape == (size, MAX_PAGES)
     assert views.query_start_loc.shape == (size + 1,)
+
+
+@pytest.mark.parametrize("size", [1, 3, MAX_SEQS])
+def test_a_decode_step_reads_only_the_copied_part_of_the_region(size):
+    """One copy of ``used_bytes(size)`` bytes carries every input of a decode step of ``size`` rows."""
+    buffers = StepBuffers(max_num_rows=64, max_num_seqs=MAX_SEQS, max_pages_per_seq=MAX_PAGES,
+                          device=torch.device("cpu"))
+    staged = buffers.stage_decode(batch_of([[row + 1] for row in range(size)]))
+    base = buffers.decode.device_bytes.data_ptr()
+    used = buffers.decode.used_bytes(size)
+    for name in ("input_ids", "positions", "slot_mapping", "block_table", "query_start_loc", "seq_lens",
+                 "sample_rows"):
+        view = getattr(staged, name)
+        assert view.is_contiguous() and base <= view.data_ptr()
+        assert view.data_ptr() + view.numel() * view.element_size() <= base + used, name
+    assert buffers.decode.used_bytes(MAX_SEQS) == buffers.decode.device_bytes.numel()

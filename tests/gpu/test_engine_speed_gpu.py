@@ -65,16 +65,19 @@ def assert_bitwise_equal(outputs, references):
 
 
 def test_device_greedy_choice_is_the_samplers(llama_dir):
-    rows = torch.randn(6, 128256)
+    rows = torch.randn(8, 128256)
     rows[1, 7] = rows[1, 900] = rows[1].max() + 1  # a tie: the first index wins
     rows[2, 50] = rows[2, 60] = float("nan")  # NaN counts as the maximum, first one wins
     rows[3] = float("-inf")
     rows[4, 3:] = float("inf")
     rows[5] = 0.0
+    rows[6, 90_000] = rows[6, 2_100] = rows[6].max() + 1  # a tie across the parts greedy_tokens splits into
+    rows[7, 5] = rows[7].max() + 1
+    rows[7, 70_000] = float("nan")  # a NaN in a later part beats a larger number in an earlier one
     state = SamplingParams().initial_state()
     expected = [sample(r, SamplingParams(), state)[0] for r in rows]
     assert greedy_tokens(rows.cuda()).tolist() == expected
-    assert expected[1:] == [7, 50, 0, 3, 0]
+    assert expected[1:] == [7, 50, 0, 3, 0, 2_100, 70_000]
 
 
 def decode_chunks(engine: LLMEngine, prompts) -> list[Chunk]:

@@ -91,6 +91,29 @@ def test_metadata_checks_reject_bad_index_tensors(plan_fp32):
     with pytest.raises(ValueError, match="pages must be in"):
         ops.paged_attention(torch.zeros(1, 4, 16), cache, cache, torch.tensor([[5]], dtype=torch.int32),
                             torch.tensor([0, 1], dtype=torch.int32), torch.tensor([1], dtype=torch.int32), 0.25)
+    two_requests = dict(block_table=torch.zeros(2, 1, dtype=torch.int32),
+                        query_start_loc=torch.tensor([0, 1, 3], dtype=torch.int32),
+                        seq_lens=torch.tensor([1, 2], dtype=torch.int32), scale=0.25)
+    with pytest.raises(ValueError, match=r"attention seq_idx.*first wrong token 2"):
+        ops.paged_attention(torch.zeros(3, 4, 16), cache, cache, **two_requests,
+                            seq_idx=torch.tensor([0, 1, 0], dtype=torch.int32))
+    with pytest.raises(ValueError, match=r"attention seq_idx.*shape or dtype"):
+        ops.paged_attention(torch.zeros(3, 4, 16), cache, cache, **two_requests,
+                            seq_idx=torch.tensor([0, 1, 1], dtype=torch.int64))
+
+
+def test_precomputed_seq_idx_gives_the_same_attention():
+    """The forward computes seq_idx once per step; every layer's result equals computing it per call."""
+    torch.manual_seed(0)
+    q, cache_k, cache_v = torch.randn(3, 4, 16), torch.randn(2, 16, 2, 16), torch.randn(2, 16, 2, 16)
+    meta = dict(block_table=torch.tensor([[0], [1]], dtype=torch.int32),
+                query_start_loc=torch.tensor([0, 1, 3], dtype=torch.int32),
+                seq_lens=torch.tensor([5, 2], dtype=torch.int32), scale=0.25)
+    with use_plan(tiny_plan("float32"), check_metadata=True):
+        seq_idx = ops.token_requests(meta["query_start_loc"], 3)
+        assert seq_idx.tolist() == [0, 1, 1] and seq_idx.dtype == torch.int32
+        assert torch.equal(ops.paged_attention(q, cache_k, cache_v, **meta, seq_idx=seq_idx),
+                           ops.paged_attention(q, cache_k, cache_v, **meta))
 
 
 def test_metadata_checks_can_be_turned_off():
