@@ -85,6 +85,7 @@ class StepBuffers:
         # is written incrementally: a long context's row is not converted from Python ints at
         # every step.
         self._table_rows: list[list[int] | None] = [None] * max_num_seqs
+        self._decode_views: dict[int, ForwardBatch] = {}  # by batch size: slicing costs ~20 us a step
 
     def views(self, num_tokens: int, num_seqs: int, num_sampled: int) -> ForwardBatch:
         """Leading views of the packed-step device buffers for a step of these sizes."""
@@ -125,7 +126,10 @@ class StepBuffers:
                 table[row, len(pages):] = 0
             self._table_rows[row] = pages
         self.decode.copy_to_device(size)
-        return _leading(self.decode.device, size, size, size)
+        views = self._decode_views.get(size)
+        if views is None:
+            views = self._decode_views[size] = _leading(self.decode.device, size, size, size)
+        return views
 
 
 def _leading(fields: dict[str, torch.Tensor], num_tokens: int, num_seqs: int, num_sampled: int) -> ForwardBatch:
