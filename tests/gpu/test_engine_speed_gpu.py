@@ -5,6 +5,7 @@ Bitwise throughout (torch.equal on full float32 logit rows, tokens, sampler stat
 BITCASE_GPU_MODEL_DIR to reuse an existing llama-1b checkpoint directory.
 """
 
+import json
 import os
 import time
 from pathlib import Path
@@ -165,3 +166,20 @@ def decode_step_seconds(engine: LLMEngine, prompts) -> float:
 def test_graph_decode_steps_are_faster_than_eager_ones(graphs, eager, prompts):
     with_graphs, without = decode_step_seconds(graphs, prompts[:4]), decode_step_seconds(eager, prompts[:4])
     assert with_graphs * 1.5 < without, f"graph step {with_graphs * 1e3:.2f} ms, eager step {without * 1e3:.2f} ms"
+
+
+def test_decode_profile_breaks_a_graph_step_down(llama_dir, tmp_path):
+    """bench/decode_profile.py times the host phases, the graph and each kernel of a decode step."""
+    from bench import decode_profile
+    assert decode_profile.main(["--out", str(tmp_path), "--model-dir", str(llama_dir), "--contexts", "0,64",
+                                "--new-tokens", "8"]) == 0
+    results = json.loads((tmp_path / "decode_profile.json").read_text())
+    assert [r["context"] for r in results] == [0, 64]
+    for r in results:
+        phases = r["phase_ms_median"]
+        assert r["steps"] == 7 and 0 < phases["fetch_wait"] < phases["step"]
+        assert {"schedule", "pad", "stage", "replay_launch", "digest_queue", "digest_start", "commit"} <= set(phases)
+        assert 0 < r["graph_gpu_ms"] < phases["step"]
+        calls = {k["kernel"]: k["calls_per_step"] for k in r["kernels"]}
+        assert calls["matmul_kernel"] == 65 and calls["paged_attention_kernel"] == 16  # 4 per layer + lm_head
+    assert "| phase | ms (median) |" in (tmp_path / "decode_profile.md").read_text()
