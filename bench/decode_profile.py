@@ -6,8 +6,9 @@ For each cached context, with the benchmark's engine (CUDA graphs on, batch 4, g
   * the wall time of each step and of its host phases (schedule, pad, stage, graph replay
     launch, queueing and starting row digests, the wait for the sampled rows, commit), timed with
     ``time.perf_counter`` around the engine's own methods (the step loop is unchanged);
-  * the GPU time of one graph replay alone (CUDA events around repeated replays of the staged
-    step): the step's wall time minus this is what the host adds;
+  * the GPU time of one graph replay alone (CUDA events around repeated replays of a decode
+    step of the same requests at the same context, staged on pages of its own): the step's
+    wall time minus this is what the host adds;
   * per-kernel GPU time of the same padded forward run eagerly under ``torch.profiler``
     (kernels grouped by name; the graph replays the same kernels and launch configurations).
 Writes DIR/decode_profile.json and DIR/decode_profile.md; medians over the steps of the run.
@@ -93,15 +94,27 @@ def _decode(engine: LLMEngine, prompts: list[list[int]], new_tokens: int, timer:
             timer.end_step(time.perf_counter() - start)
 
 
-def graph_gpu_ms(engine: LLMEngine, size: int, repeats: int = 200) -> float:
-    """GPU milliseconds of one replay of the graph of ``size`` (staged all-padding batch)."""
-    from engine.decode_padding import pad_decode
-    config = engine.config
-    engine.runner.buffers.stage_decode(pad_decode((), batch_size=size, page_size=config.page_size,
-                                                  num_pool_pages=config.num_pages))
-    captured = engine.runner.padded_decode.graphs[size]
-    graph = getattr(captured.graph, "graph", captured.graph)
-    for _ in range(10):
+def staged_decode_step(engine: LLMEngine, prompts: list[list[int]]):
+    """Stage a decode step of ``prompts`` (one new row each, at its context length) into the decode buffers.
+
+    Its pages are the pool's last ones, which the profiled requests never reach (the pool hands
+    out pages lowest first), so the KV it writes there is read by nothing else.
+    """
+    from engine.model_runner import Chunk
+    runner, page_size = engine.runner, engine.config.page_size
+    num_pages = -(-(len(prompts[0]) + 1) // page_size)
+    first = engine.config.num_pages - len(prompts) * num_pages
+    chunks = [Chunk(list(p) + [1], list(range(first + b * num_pages, first + (b + 1) * num_pages)), len(p),
+                    len(p) + 1, True) for b, p in enumerate(prompts)]
+    return runner.buffers.stage_decode(runner.padded_decode.pad(chunks))
+
+
+def graph_gpu_ms(engine: LLMEngine, prompts: list[list[int]], repeats: int = 100) -> float:
+    """GPU milliseconds of one replay of the decode graph of ``prompts`` at their context length."""
+    staged_decode_step(engine, prompts)
+    captured = engine.runner.padded_decode.graphs[len(prompts)]
+    graph = getattr(captured.graph, "graph", captured.graph)  # past the timing wrapper
+    for _ in range(5):
         graph.replay()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -114,14 +127,10 @@ def graph_gpu_ms(engine: LLMEngine, size: int, repeats: int = 200) -> float:
 
 
 def kernel_breakdown(engine: LLMEngine, prompts: list[list[int]]) -> list[dict[str, Any]]:
-    """Per-kernel GPU time of the eager padded forward of a decode step of ``prompts`` (in cache)."""
-    from engine.model_runner import Chunk
+    """Per-kernel GPU time of the same decode step's padded forward, run eagerly under torch.profiler."""
     from torch.profiler import ProfilerActivity, profile
     runner = engine.runner
-    pages = list(range(1, 1 + -(-(len(prompts[0]) + 1) // engine.config.page_size)))
-    chunks = [Chunk(list(p) + [1], [q + b * len(pages) for q in pages], len(p), len(p) + 1, True)
-              for b, p in enumerate(prompts)]
-    batch = runner.buffers.stage_decode(runner.padded_decode.pad(chunks))
+    batch = staged_decode_step(engine, prompts)
     for _ in range(3):
         runner.padded_decode.forward(batch, check_metadata=False)
     torch.cuda.synchronize()
@@ -153,7 +162,7 @@ def profile_context(engine: LLMEngine, context: int, new_tokens: int) -> dict[st
     medians = {k: 1e3 * statistics.median(s.get(k, 0.0) for s in decode_steps) for k in phases}
     kernels = kernel_breakdown(engine, prompts)
     return {"context": context, "steps": len(decode_steps), "phase_ms_median": medians,
-            "graph_gpu_ms": graph_gpu_ms(engine, BATCH),
+            "graph_gpu_ms": graph_gpu_ms(engine, prompts),
             "kernels": kernels, "kernel_us_sum": sum(k["us_per_step"] for k in kernels)}
 
 
