@@ -17,7 +17,8 @@ from typing import Any
 from proofs.errors import ContractError
 from proofs.tir import FLOAT_DTYPES, INT_DTYPES
 
-__all__ = ["Contract", "Each", "TensorSpec", "Relation", "ParamSpec", "Vary", "load_contract", "parse_contract"]
+__all__ = ["Contract", "Each", "TensorSpec", "Relation", "ParamSpec", "Vary", "index_bound", "load_contract",
+           "parse_contract"]
 
 Dim = str | int
 
@@ -44,6 +45,17 @@ class Relation:
     page_size: str = ""
     length: str = ""
     layout: str = "slot"  # slot: dim 0 = page*size + offset; page: dims 0, 1 = page, offset
+
+
+def index_bound(entry: str) -> str | None:
+    """The bound ``E`` of an index-relation entry ``"* < E"``, else None.
+
+    ``"*"`` relates every index to the same index in the other launch; ``"* < E"`` only indices
+    below ``E`` (evaluated in each launch), e.g. the segments of a split reduction that the
+    selected element reads, when the others may hold anything.
+    """
+    head, sep, bound = entry.partition("<")
+    return bound.strip() if sep and head.strip() == "*" else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +131,9 @@ def _relation(value: Any, where: str) -> Relation:
         idx = value["index"]
         if not isinstance(idx, list) or not all(isinstance(e, str) for e in idx):
             raise ContractError(f"{where}: relation.index must be a list of expression strings or \"*\"")
+        starred = [e for e in idx if e.strip().startswith("*") and e != "*" and not index_bound(e)]
+        if starred:
+            raise ContractError(f"{where}: relation.index entry {starred[0]!r} is not \"*\" or \"* < <bound>\"")
         return Relation(kind="index", index=tuple(idx))
     if isinstance(value, dict) and "paged" in value:
         missing = [k for k in ("row", "page_size", "length") if k not in value]

@@ -17,7 +17,7 @@ from typing import Iterator
 
 import z3
 
-from proofs.contract import TensorSpec
+from proofs.contract import TensorSpec, index_bound
 from proofs.errors import Unsupported
 from proofs.tlmemory import layout_problem
 from proofs.layout import decompose
@@ -84,7 +84,13 @@ def relation_goal(walker, spec: TensorSpec, ia: tuple, ib: tuple, line: int, wha
     elif rel.kind == "index":
         parts = []
         for k, e in enumerate(rel.index):
-            parts += [ia[k] == ib[k]] if e == "*" else [ia[k] == na.expr(e), ib[k] == nb.expr(e)]
+            bound = index_bound(e)
+            if e == "*":
+                parts.append(ia[k] == ib[k])
+            elif bound is not None:
+                parts += [ia[k] == ib[k], ia[k] < na.expr(bound), ib[k] < nb.expr(bound)]
+            else:
+                parts += [ia[k] == na.expr(e), ib[k] == nb.expr(e)]
         goal = z3.And(*parts)
         prob.demand.setdefault(spec.name, f"index [{', '.join(rel.index)}]")
     elif rel.kind == "paged":

@@ -79,3 +79,20 @@ def test_constexprs_fold_and_pointer_increments_become_closed_forms(tmp_path):
 def test_a_copy_kernel_is_verified(tmp_path):
     src = _kernel(tmp_path, COPY + "tl.store(out_ptr + row * 64 + cols, x)\n")
     assert verify_kernel(src, parse_contract(CONTRACT), {}).verdict == "VERIFIED"
+
+
+@pytest.mark.parametrize("limit,verdict", [("n", "VERIFIED"), ("n + 1", "REFUTED")])
+def test_a_bounded_index_relation_relates_only_indices_below_its_bound(tmp_path, limit, verdict):
+    # x is related only in columns < n; reading columns < limit is invariant only up to n
+    bounded = {**CONTRACT["tensors"]["x_ptr"], "relation": {"index": ["row", "* < n"]}}
+    contract = parse_contract({**CONTRACT, "tensors": {**CONTRACT["tensors"], "x_ptr": bounded}})
+    src = _kernel(tmp_path, f"""
+        row = tl.program_id(0)
+        cols = tl.arange(0, 64)
+        x = tl.load(x_ptr + row * 64 + cols, mask=cols < {limit}, other=0.0)
+        tl.store(out_ptr + row * 64 + cols, x)
+        """)
+    result = verify_kernel(src, contract, {})
+    assert result.verdict == verdict, result.reason
+    if verdict == "REFUTED":
+        assert "element of x_ptr is related (index)" in result.reason

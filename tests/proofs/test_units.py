@@ -83,6 +83,8 @@ BASE = {"kernel": "k", "grid": {"dims": ["T"]}, "params": {"T": "batch"},
     ({"tensors": {"o": {"dtype": "half", "shape": ["T"], "strides": [1], "output": ["0"]}}}, "dtype 'half'"),
     ({"tensors": {"o": {"dtype": "float32", "shape": ["T"], "strides": [1], "output": ["0"],
                         "relation": "rows"}}}, "relation must be"),
+    ({"tensors": {"o": {"dtype": "float32", "shape": ["T"], "strides": [1], "output": ["0"],
+                        "relation": {"index": ["* 3"]}}}}, "relation.index entry"),
     ({"params": {"T": "sometimes"}}, 'use "same" or "batch"'),
     ({"typo": 1}, "unknown key(s) typo"),
 ])
