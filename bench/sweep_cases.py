@@ -42,13 +42,16 @@ def matmul_candidates(n: int) -> list[tuple]:
 
 
 # (variant, BLOCK_Q, BLOCK_N, num_warps, num_stages) of paged attention: "plan" is kernels/attention.py,
-# the others are bench/attention_variants.py.
+# the others are bench/attention_variants.py ("split": its split-KV pair, segments of SPLIT_SEG keys).
 ATTENTION_CANDIDATES = [
     ("plan", 64, 128, 4, 2), ("plan", 64, 128, 4, 3), ("plan", 64, 64, 4, 3), ("plan", 64, 256, 4, 2),
     ("plan", 64, 256, 8, 2), ("plan", 32, 128, 4, 2), ("plan", 16, 256, 4, 2), ("plan", 128, 128, 8, 2),
     ("vlate", 64, 128, 4, 2), ("ktrans", 64, 128, 4, 2), ("ktrans", 64, 128, 4, 3), ("ktrans", 64, 256, 4, 2),
     ("gqa", 16, 128, 4, 2), ("gqa", 16, 64, 4, 3), ("gqa", 16, 256, 4, 2), ("gqa", 32, 128, 8, 2),
+    ("split", 64, 128, 4, 2), ("split", 16, 128, 4, 2),
 ]
+# Keys per KV segment of the "split" variant: 16 segments at a 16K context.
+SPLIT_SEG = 1024
 
 
 def with_config(entry: PlanEntry, constexprs: dict, num_warps: int, num_stages: int) -> PlanEntry:
@@ -104,16 +107,23 @@ def attention_call(entry: PlanEntry, variant: str = "plan") -> Callable[..., tor
 
 def variant_entry(entry: PlanEntry, variant: str, block_q: int, block_n: int, num_warps: int,
                   num_stages: int) -> PlanEntry:
-    """The attention entry of one candidate (``gqa`` adds BLOCK_G, the head group padded to 2^k)."""
+    """The attention entry of one candidate (``gqa`` adds BLOCK_G, the head group padded to 2^k;
+    ``split`` adds SEG, the keys per KV segment)."""
     constexprs = {"BLOCK_Q": block_q, "BLOCK_N": block_n}
     if variant == "gqa":
         constexprs["BLOCK_G"] = triton.next_power_of_2(entry.constexpr_dict()["GROUP"])
+    if variant == "split":
+        constexprs["SEG"] = SPLIT_SEG
     return with_config(entry, constexprs, num_warps, num_stages)
 
 
 def _launch_variant(variant, q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry):
     from bench import attention_variants
 
+    if variant == "split":
+        attention_variants.launch_split_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens,
+                                                  seq_idx, out, entry)
+        return
     check_paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry)
     kernel = getattr(attention_variants, f"{variant}_attention_kernel")
     heads = k_cache.shape[2] if variant == "gqa" else q.shape[1]
@@ -151,22 +161,24 @@ def sdpa_call(q, k_cache, v_cache, table, qsl, lens, scale: float) -> Callable[[
 
 
 def attention_invariance_failures(entry: PlanEntry, device: str = "cuda", variant: str = "plan") -> list[str]:
-    """A 300-token request as a full prefill, as chunks beside other requests, and decoded: bitwise."""
+    """A 300-token request (300 + SEG for the split variant, so its last chunk and decode steps cross a
+    segment boundary) as a full prefill, as chunks beside other requests, and decoded: bitwise."""
     from tests.kernels.attention_cases import Step, chunk_bounds, make_request, schedule_failures
 
     s = entry.static_dict()
     dtype, scale = torch_dtype(s["dtype"]), s["head_dim"] ** -0.5
+    length = 300 + entry.constexpr_dict().get("SEG", 0)
     gen = torch.Generator().manual_seed(7)
     make = lambda n, fill="random": make_request(n, s["num_heads"], s["num_kv_heads"], s["head_dim"],  # noqa: E731
                                                  dtype, gen, fill)
-    request, others = make(300), [make(129), make(33, "huge"), make(17, "nan")]
-    chunks = chunk_bounds(300, [5, 128, 200, 257, 271])
+    request, others = make(length), [make(129), make(33, "huge"), make(17, "nan")]
+    chunks = chunk_bounds(length, [5, 128, 200, 257, 271])
     companions = [[Step(o, 0, o.length) for o in others[: i % 4]] for i in range(len(chunks))]
     call = attention_call(entry, variant)
     failures = schedule_failures(request, chunks, companions, [i % 3 for i in range(len(chunks))],
                                  page_size=s["page_size"], scale=scale, seed=7, poison="nan", device=device,
                                  attention=call)
-    failures += schedule_failures(request, [(p, p + 1) for p in range(290, 300)], [[] for _ in range(10)],
+    failures += schedule_failures(request, [(p, p + 1) for p in range(length - 10, length)], [[] for _ in range(10)],
                                   [0] * 10, page_size=s["page_size"], scale=scale, seed=8, poison="inf",
                                   device=device, attention=call)
     return failures

@@ -5,19 +5,23 @@ from pathlib import Path
 from tests.proofs.conftest import KERNELS
 from tests.proofs.test_mutants import ATTENTION, WINDOW
 
-# The head-group variant is verified where it is measured (bench/attention_variants.py), not as a copy.
+# The head-group and split-KV variants are verified where they are measured
+# (bench/attention_variants.py), not as copies.
 HEAD_GROUP_SOURCE = Path(__file__).resolve().parents[2] / "bench" / "attention_variants.py"
 HEAD_GROUP_CONTRACT = KERNELS / "attention_head_group.toml"
+SPLIT_PARTIAL_CONTRACT = KERNELS / "attention_split_partial.toml"
+SPLIT_COMBINE_CONTRACT = KERNELS / "attention_split_combine.toml"
 
 
-def _kv_loop_line() -> int:
-    """The line of gqa_attention_kernel's KV-tile loop in HEAD_GROUP_SOURCE."""
+def _kv_loop_line(kernel: str) -> int:
+    """The line of ``kernel``'s KV-tile loop in HEAD_GROUP_SOURCE."""
     lines = HEAD_GROUP_SOURCE.read_text(encoding="utf-8").splitlines()
-    start = next(n for n, line in enumerate(lines) if line.startswith("def gqa_attention_kernel"))
+    start = next(n for n, line in enumerate(lines) if line.startswith(f"def {kernel}("))
     return next(n for n, line in enumerate(lines[start:], start + 1) if "for j in range(" in line)
 
 
-HEAD_GROUP_LOOP_LINE = _kv_loop_line()
+HEAD_GROUP_LOOP_LINE = _kv_loop_line("gqa_attention_kernel")
+SPLIT_LOOP_LINE = _kv_loop_line("split_partial_kernel")
 
 # What the plan's paged attention relies on (its finite/no_overflow premises and dot/reduce rules).
 PLAN_ATTENTION_TRUSTED = {"attention-finiteness", "contract-translation", "dot-position-independence",
@@ -94,3 +98,31 @@ def test_flattened_grid_split_by_a_constant_that_is_not_a_power_of_two_is_verifi
     result = verify(KERNELS / "head_norm_flat.py", "head_norm_kernel")
     assert result.verdict == "VERIFIED", result.reason
     assert any("the selected out_ptr element is written (by the store" in o.what for o in result.obligations)
+
+
+def test_split_kv_partial_state_of_each_segment_the_token_sees_is_verified(verify):
+    # llama-1b, BLOCK_Q = 64, BLOCK_N = 128, SEG = 1024: program (block, head, seg) walks the tiles
+    # of keys [seg * SEG, (seg + 1) * SEG) up to its block's last position; a shorter block's walk
+    # ends earlier, so the longer launch's extra tiles must be exact identities on the stored state
+    result = verify(HEAD_GROUP_SOURCE, "split_partial_kernel", contract=SPLIT_PARTIAL_CONTRACT)
+    assert result.verdict == "VERIFIED", result.reason
+    assert result.demand == {"q_ptr": "index [row, *, *]",
+                             "k_cache_ptr": "paged via block_table_ptr[req], positions < p + 1",
+                             "v_cache_ptr": "paged via block_table_ptr[req], positions < p + 1"}
+    steps = "\n".join(result.steps)
+    for state in ("acc, m_i", "l_i, m_i"):
+        assert f"loop at line {SPLIT_LOOP_LINE}: extra suffix iterations of launch A proved exact identities on " \
+            f"{state}" in steps
+    assert {t.id for t in result.trusted} == PLAN_ATTENTION_TRUSTED
+    for tensor in ("m_ptr", "l_ptr", "acc_ptr"):
+        assert any(f"the selected {tensor} element is written (by the store" in o.what for o in result.obligations)
+
+
+def test_split_kv_combine_of_the_tokens_own_segments_is_verified(verify):
+    # it reads only segments 0 .. p // SEG (the bounded relation), as many in every launch, in order
+    result = verify(HEAD_GROUP_SOURCE, "split_combine_kernel", contract=SPLIT_COMBINE_CONTRACT)
+    assert result.verdict == "VERIFIED", result.reason
+    assert result.demand == {"m_ptr": "index [row, *, * < p // SEG + 1]", "l_ptr": "index [row, *, * < p // SEG + 1]",
+                             "acc_ptr": "index [row, *, * < p // SEG + 1, *]"}
+    assert any("iterations paired by index" in step for step in result.steps)
+    assert "dot-zero-terms" not in {t.id for t in result.trusted}

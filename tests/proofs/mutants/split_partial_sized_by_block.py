@@ -1,0 +1,76 @@
+"""Mutant: the split-KV partial kernel with segments sized from the query block's tile count.
+
+The control (bench/attention_variants.py::split_partial_kernel) gives segment s the fixed keys
+[s * SEG, (s + 1) * SEG). Here segment s starts at tile ``s * cdiv(num_tiles, num_programs(2))``,
+the usual split of a sequence into equal parts: a query's segment boundaries move with its block's
+last position, i.e. with the chunking, so segment s of one launch starts at a tile the other
+launch's segment s has already folded in (or not yet reached).
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit(do_not_specialize=["num_tokens", "stride_mt", "stride_mh", "stride_at", "stride_ah", "stride_bt"])
+def split_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_ptr, block_table_ptr, query_start_ptr,
+                         seq_lens_ptr, seq_idx_ptr, num_tokens, stride_qt, stride_qh, stride_mt, stride_mh, stride_at,
+                         stride_ah, stride_bt, stride_page, stride_slot, stride_head, GROUP: tl.constexpr,
+                         BLOCK_Q: tl.constexpr, D: tl.constexpr, PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
+                         SEG: tl.constexpr, SCALE: tl.constexpr, DTYPE: tl.constexpr):
+    # q: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; block_table: [B, max_pages] int32
+    # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
+    # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32 (segment stride D, unit stride on D)
+    program = tl.program_id(0)
+    head = tl.program_id(1)
+    segment = tl.program_id(2)  # keys [segment * SEG, (segment + 1) * SEG)
+    kv_head = head // GROUP
+    num_packed = tl.cdiv(num_tokens, BLOCK_Q)
+    is_packed = program < num_packed  # else: the program of request (program - num_packed)'s first block
+    packed_start = tl.where(is_packed, num_packed - 1 - program, 0) * BLOCK_Q  # the longest causal blocks first
+    seq = tl.where(is_packed, tl.load(seq_idx_ptr + packed_start, mask=is_packed, other=0), program - num_packed)
+    q_start = tl.load(query_start_ptr + seq)
+    q_end = tl.load(query_start_ptr + seq + 1)
+    context = tl.load(seq_lens_ptr + seq) - (q_end - q_start)  # KV positions cached before this step
+    first_end = tl.where(q_start % BLOCK_Q == 0, q_start, tl.minimum(q_end, (q_start // BLOCK_Q + 1) * BLOCK_Q))
+    block_start = tl.where(is_packed, packed_start, q_start)
+    block_end = tl.where(is_packed, tl.minimum(q_end, packed_start + BLOCK_Q), first_end)
+    offs_q = tl.arange(0, BLOCK_Q)
+    offs_d = tl.arange(0, D)
+    offs_n = tl.arange(0, BLOCK_N)
+    rows = block_start + offs_q  # the block's packed tokens
+    is_row = rows < block_end
+    positions = context + (rows - q_start)
+    last = context + (block_end - 1 - q_start)  # the block's last position
+    num_tiles = tl.where(block_end > block_start, last // BLOCK_N + 1, 0)
+    # Segments sized from the block's own tile count, spread over the segment programs
+    tiles_per_segment = tl.cdiv(num_tiles, tl.num_programs(2))
+    first_tile = segment * tiles_per_segment
+    end_tile = tl.minimum(num_tiles, first_tile + tiles_per_segment)
+    q = tl.load(q_ptr + rows[:, None] * stride_qt + head * stride_qh + offs_d[None, :], mask=is_row[:, None],
+                other=0.0)
+    m_i = tl.zeros([BLOCK_Q], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_Q], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_Q, D], dtype=tl.float32)
+    for j in range(first_tile, end_tile):
+        keys = j * BLOCK_N + offs_n
+        is_stored = keys <= last
+        pages = tl.load(block_table_ptr + seq * stride_bt + keys // PAGE_SIZE, mask=is_stored, other=0)
+        slots = pages * stride_page + (keys % PAGE_SIZE) * stride_slot + kv_head * stride_head
+        k = tl.load(k_cache_ptr + slots[None, :] + offs_d[:, None], mask=is_stored[None, :], other=0.0)
+        v = tl.load(v_cache_ptr + slots[:, None] + offs_d[None, :], mask=is_stored[:, None], other=0.0)
+        scores = tl.dot(q, k, input_precision="ieee") * SCALE
+        scores = tl.where(keys[None, :] <= positions[:, None], scores, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(scores, axis=1))
+        m_safe = tl.where(m_new > float("-inf"), m_new, 0.0)
+        alpha = tl.exp(m_i - m_safe)
+        p = tl.exp(scores - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = tl.dot(p.to(DTYPE), v, acc * alpha[:, None], input_precision="ieee")
+        m_i = m_new
+    # Only rows that see a key of the segment store: the combine reads exactly those.
+    sees = is_row & (segment * SEG <= positions)
+    state = rows * stride_mt + head * stride_mh + segment
+    tl.store(m_ptr + state, m_i, mask=sees)
+    tl.store(l_ptr + state, l_i, mask=sees)
+    tl.store(acc_ptr + rows[:, None] * stride_at + head * stride_ah + segment * D + offs_d[None, :], acc,
+             mask=sees[:, None])
