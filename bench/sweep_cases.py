@@ -30,6 +30,10 @@ MATMUL_CANDIDATES = [
     (64, 32, 128, 4, 4), (64, 64, 128, 4, 4), (64, 128, 64, 4, 4),  # the plan's choices, for reference
     (64, 32, 64, 4, 4), (64, 32, 128, 4, 3), (64, 32, 128, 8, 4), (64, 64, 64, 4, 4), (64, 64, 128, 4, 3),
     (128, 32, 64, 4, 4), (128, 32, 128, 8, 3), (128, 64, 64, 8, 3),
+    # More weight bytes in flight per program: at decode a narrow weight's 64-128 column tiles each
+    # stream their columns one K step after another, so a program waits on memory latency with
+    # (stages - 1) weight tiles in flight (24 KB for the plan's (64, 32, 128, 4, 4)).
+    (64, 32, 256, 4, 4), (64, 32, 256, 8, 4), (64, 16, 256, 4, 4), (64, 32, 128, 4, 6),
 ]
 # Weights at least this wide have enough column tiles for decode at any candidate width; their
 # narrow-tile candidates would only spend the sweep's time on very slow prefills.
