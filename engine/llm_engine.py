@@ -162,8 +162,10 @@ class LLMEngine:
     def cancel(self, request_id: str) -> RequestOutput | None:
         """Cancel a queued or running request, freeing its pages; None when it is not unfinished."""
         seq = self.scheduler.cancel(request_id)
-        if seq is None:
-            return None
+        return None if seq is None else self._output(seq)
+
+    def _output(self, seq: Request) -> RequestOutput:
+        """``seq``'s output; starts queued digests first, since the output waits for its own."""
         self.digests.start()
         return _output(seq)
 
@@ -211,11 +213,9 @@ class LLMEngine:
         finished = self.scheduler.commit(plan, sampled)
         if self.checker:
             self.checker.after_commit()
-        if finished:
-            self.digests.start()  # their outputs wait for their digests
-        result = StepResult(self.num_steps, tuple(ScheduledRows(c.seq.request_id, c.start, c.end, c.is_sampled)
-                                                  for c in plan.chunks),
-                            plan.admitted, plan.preempted, plan.num_evicted_pages, tuple(_output(s) for s in finished))
+        scheduled = tuple(ScheduledRows(c.seq.request_id, c.start, c.end, c.is_sampled) for c in plan.chunks)
+        result = StepResult(self.num_steps, scheduled, plan.admitted, plan.preempted, plan.num_evicted_pages,
+                            tuple(self._output(s) for s in finished))
         self.num_steps += 1
         return result
 

@@ -238,13 +238,21 @@ def _position_independent_dot() -> None:
     interpreter.InterpreterBuilder.create_dot = create_dot
 
 
-def main() -> int:
+def prepare_interpreter_worker() -> bool:
+    """Patch the interpreter for the checks (scalar loop bounds, position-independent fp32 dot) and
+    use one thread; False, with a message, when this process does not run under the interpreter."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         print("run with TRITON_INTERPRET=1 (the interpreter is chosen at import time)", file=sys.stderr)
-        return 2
+        return False
     _allow_scalar_loop_bounds()
     _position_independent_dot()
     torch.set_num_threads(1)
+    return True
+
+
+def main() -> int:
+    if not prepare_interpreter_worker():
+        return 2
     results = {}
     for dtype_label in DTYPES:
         with use_plan(plan_for(replace(SHAPE, dtype=dtype_label))):

@@ -61,14 +61,10 @@ def split_schedule_check() -> dict:
 
 
 def main() -> int:
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        print("run with TRITON_INTERPRET=1 (the interpreter is chosen at import time)", file=sys.stderr)
-        return 2
-    from tests.kernels.interpreter_checks import _allow_scalar_loop_bounds, _position_independent_dot
+    from tests.kernels.interpreter_checks import prepare_interpreter_worker
 
-    _allow_scalar_loop_bounds()
-    _position_independent_dot()
-    torch.set_num_threads(1)
+    if not prepare_interpreter_worker():
+        return 2
     print(json.dumps(split_schedule_check()))
     return 0
 

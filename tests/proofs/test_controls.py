@@ -7,15 +7,15 @@ from tests.proofs.test_mutants import ATTENTION, WINDOW
 
 # The head-group and split-KV variants are verified where they are measured
 # (bench/attention_variants.py), not as copies.
-HEAD_GROUP_SOURCE = Path(__file__).resolve().parents[2] / "bench" / "attention_variants.py"
+VARIANTS_SOURCE = Path(__file__).resolve().parents[2] / "bench" / "attention_variants.py"
 HEAD_GROUP_CONTRACT = KERNELS / "attention_head_group.toml"
 SPLIT_PARTIAL_CONTRACT = KERNELS / "attention_split_partial.toml"
 SPLIT_COMBINE_CONTRACT = KERNELS / "attention_split_combine.toml"
 
 
 def _kv_loop_line(kernel: str) -> int:
-    """The line of ``kernel``'s KV-tile loop in HEAD_GROUP_SOURCE."""
-    lines = HEAD_GROUP_SOURCE.read_text(encoding="utf-8").splitlines()
+    """The line of ``kernel``'s KV-tile loop in VARIANTS_SOURCE."""
+    lines = VARIANTS_SOURCE.read_text(encoding="utf-8").splitlines()
     start = next(n for n, line in enumerate(lines) if line.startswith(f"def {kernel}("))
     return next(n for n, line in enumerate(lines[start:], start + 1) if "for j in range(" in line)
 
@@ -77,7 +77,7 @@ def test_an_unseen_kernel_layer_norm_with_three_outputs_is_verified(verify):
 def test_head_group_attention_splitting_tile_rows_by_div_and_mod_is_verified(verify):
     # llama-1b: GROUP = BLOCK_G = 4, BLOCK_Q = 16 (the contract's constexprs); tile row r is
     # token r // 4 and head kv_head * 4 + r % 4 of the block
-    result = verify(HEAD_GROUP_SOURCE, "gqa_attention_kernel", contract=HEAD_GROUP_CONTRACT)
+    result = verify(VARIANTS_SOURCE, "gqa_attention_kernel", contract=HEAD_GROUP_CONTRACT)
     assert result.verdict == "VERIFIED", result.reason
     assert result.demand == {"q_ptr": "index [row, *, *]",
                              "k_cache_ptr": "paged via block_table_ptr[req], positions < p + 1",
@@ -90,7 +90,7 @@ def test_head_group_attention_splitting_tile_rows_by_div_and_mod_is_verified(ver
 
 def test_head_group_attention_with_padding_rows_is_verified(verify):
     # GROUP = 3 heads padded to BLOCK_G = 4 tile rows: rows with r % 4 == 3 are masked off
-    result = verify(HEAD_GROUP_SOURCE, "gqa_attention_kernel", contract=HEAD_GROUP_CONTRACT, GROUP=3, num_heads=24)
+    result = verify(VARIANTS_SOURCE, "gqa_attention_kernel", contract=HEAD_GROUP_CONTRACT, GROUP=3, num_heads=24)
     assert result.verdict == "VERIFIED", result.reason
 
 
@@ -104,7 +104,7 @@ def test_split_kv_partial_state_of_each_segment_the_token_sees_is_verified(verif
     # llama-1b, BLOCK_Q = 64, BLOCK_N = 128, SEG = 1024: program (block, head, seg) walks the tiles
     # of keys [seg * SEG, (seg + 1) * SEG) up to its block's last position; a shorter block's walk
     # ends earlier, so the longer launch's extra tiles must be exact identities on the stored state
-    result = verify(HEAD_GROUP_SOURCE, "split_partial_kernel", contract=SPLIT_PARTIAL_CONTRACT)
+    result = verify(VARIANTS_SOURCE, "split_partial_kernel", contract=SPLIT_PARTIAL_CONTRACT)
     assert result.verdict == "VERIFIED", result.reason
     assert result.demand == {"q_ptr": "index [row, *, *]",
                              "k_cache_ptr": "paged via block_table_ptr[req], positions < p + 1",
@@ -120,7 +120,7 @@ def test_split_kv_partial_state_of_each_segment_the_token_sees_is_verified(verif
 
 def test_split_kv_combine_of_the_tokens_own_segments_is_verified(verify):
     # it reads only segments 0 .. p // SEG (the bounded relation), as many in every launch, in order
-    result = verify(HEAD_GROUP_SOURCE, "split_combine_kernel", contract=SPLIT_COMBINE_CONTRACT)
+    result = verify(VARIANTS_SOURCE, "split_combine_kernel", contract=SPLIT_COMBINE_CONTRACT)
     assert result.verdict == "VERIFIED", result.reason
     assert result.demand == {"m_ptr": "index [row, *, * < p // SEG + 1]", "l_ptr": "index [row, *, * < p // SEG + 1]",
                              "acc_ptr": "index [row, *, * < p // SEG + 1, *]"}
