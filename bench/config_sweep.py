@@ -1,12 +1,14 @@
 """Sweep launch configurations of the plan's matmuls and paged attention on CUDA, with invariance checks.
 
     python bench/config_sweep.py --out DIR [--preset llama-1b] [--budget-s 230] [--workers 12]
+        [--kinds attention,matmul] [--variants plan,walk] [--matmul-configs "64,32,128,4,4;64,16,256,4,4"]
+        [--kv-len 1024,4096,16384]
 
 For every matmul (N, K) of the plan and every candidate of bench/sweep_cases.py: the median GPU
 time at decode M = 1 and 32 (weights cold in L2) and at prefill M = 4096, against torch
 (cuBLAS) at the same M, and whether rows of a 4096-row launch equal the same rows launched in
-smaller batches, bitwise. For attention: decode B = 4 and 32 at KV 1,024, prefill L = 4,096,
-against SDPA, and the prefill/chunked/decode bitwise schedule check. Also three copy-bandwidth
+smaller batches, bitwise. For attention: decode B = 4 at each KV length (1,024 by default) and
+B = 32 at the first, prefill L = 4,096, against SDPA, and the prefill/chunked/decode bitwise schedule check. Also three copy-bandwidth
 measurements (what the benchmark's ceiling should be). Candidates are compiled first in
 parallel worker processes (Triton's disk cache), then timed one at a time. The run stops
 timing at the budget and writes ``sweep.json`` and ``sweep.md`` after every shape.
@@ -35,7 +37,7 @@ from kernels.plan import preset_plan  # noqa: E402
 DECODE_MS = (1, 32)
 REPEATS = 5
 # Set by main(): the device, prefill M / attention length, KV length of decode attention.
-SETTINGS = {"device": "cuda", "prefill_m": 4096, "kv_len": 1024}
+SETTINGS = {"device": "cuda", "prefill_m": 4096, "kv_lens": (1024,)}
 
 
 def _entry(preset: str, key: str, kind: str, cand: tuple):
@@ -105,8 +107,9 @@ def sweep_matmul(preset: str, key: str, errors: dict, deadline: float) -> dict:
 def sweep_attention(preset: str, key: str, errors: dict, deadline: float) -> dict:
     entry = preset_plan(preset).entry(key)
     scale = entry.static_dict()["head_dim"] ** -0.5
-    kv_len, length = SETTINGS["kv_len"], SETTINGS["prefill_m"]
-    cases = {"decode_b4": (4, 1, kv_len), "decode_b32": (32, 1, kv_len), "prefill": (1, length, length)}
+    kv_lens, length = SETTINGS["kv_lens"], SETTINGS["prefill_m"]
+    cases = {f"decode_b4_kv{kv}": (4, 1, kv) for kv in kv_lens}
+    cases |= {f"decode_b32_kv{kv_lens[0]}": (32, 1, kv_lens[0]), "prefill": (1, length, length)}
     s = entry.static_dict()
     kv_bytes = {n: 4 * b * kv * s["num_kv_heads"] * s["head_dim"] for n, (b, _, kv) in cases.items()}
     copies = {n: max(1, min(32, -(-L2_FLUSH_BYTES // kv_bytes[n]))) for n in cases}
@@ -144,12 +147,13 @@ def markdown(results: dict) -> str:
     lines = [f"# Configuration sweep ({results['preset']})", "", f"ceilings: {json.dumps(results['ceilings'])}", ""]
     copy = results["ceilings"].get("copy_eager_4gib_gbps", float("nan"))
     for row in results["attention"]:
+        names = list(row["sdpa_us"])
         lines += [f"## {row['key']} (µs; SDPA: {json.dumps({k: round(v, 1) for k, v in row['sdpa_us'].items()})})",
-                  "", "| variant, BQ, BN, warps, stages | decode B=4 | decode B=32 | prefill | invariance |",
-                  "|---|---|---|---|---|"]
+                  "", f"| variant, BQ, BN, warps, stages | {' | '.join(names)} | invariance |",
+                  "|---" * (len(names) + 2) + "|"]
         for c in row["candidates"]:
             us = c.get("us", {})
-            cells = " | ".join(f"{us[n]:.1f}" if n in us else "" for n in ("decode_b4", "decode_b32", "prefill"))
+            cells = " | ".join(f"{us[n]:.1f}" if n in us else "" for n in names)
             lines.append(f"| {c['config']} | {cells} | {c.get('error') or c.get('invariance_failures')} |")
         lines.append("")
     for row in results["matmul"]:
@@ -170,6 +174,34 @@ def markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(","))
+
+
+def _configs(text: str) -> list[tuple[int, ...]]:
+    return [_ints(part) for part in text.split(";") if part.strip()]
+
+
+def _select_candidates(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Narrow bench/sweep_cases.py's candidate lists to what the command line names."""
+    unknown = set(args.kinds.split(",")) - {"attention", "matmul"}
+    if unknown:
+        parser.error(f"--kinds: unknown {sorted(unknown)}; use attention and/or matmul")
+    if args.variants:
+        variants = args.variants.split(",")
+        missing = set(variants) - {c[0] for c in sc.ATTENTION_CANDIDATES}
+        if missing:
+            parser.error(f"--variants: no candidates of {sorted(missing)} in bench/sweep_cases.py")
+        sc.ATTENTION_CANDIDATES[:] = [c for c in sc.ATTENTION_CANDIDATES if c[0] in variants]
+    if args.matmul_configs:
+        missing = set(args.matmul_configs) - set(sc.MATMUL_CANDIDATES)
+        if missing:
+            parser.error(f"--matmul-configs: {sorted(missing)} not among bench/sweep_cases.py's candidates")
+        sc.MATMUL_CANDIDATES[:] = [c for c in sc.MATMUL_CANDIDATES if c in args.matmul_configs]
+    if args.candidates:
+        del sc.MATMUL_CANDIDATES[args.candidates:], sc.ATTENTION_CANDIDATES[args.candidates:]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -178,12 +210,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=12, help="parallel compile processes")
     parser.add_argument("--device", default="cuda", help="cpu only for a smoke test under TRITON_INTERPRET=1")
     parser.add_argument("--prefill-m", type=int, default=4096, help="prefill M (matmul) and length (attention)")
-    parser.add_argument("--kv-len", type=int, default=1024, help="KV length of decode attention")
+    parser.add_argument("--kv-len", type=_ints, default=(1024,), help="KV lengths of decode attention, e.g. 1024,4096")
     parser.add_argument("--candidates", type=int, default=0, help="only the first N candidates of each (smoke)")
+    parser.add_argument("--kinds", default="attention,matmul", help="which kernels to sweep")
+    parser.add_argument("--variants", help="only these attention variants, e.g. plan,walk")
+    parser.add_argument("--matmul-configs", type=_configs,
+                        help="only these matmul candidates: BM,BN,BK,warps,stages separated by ';'")
     args = parser.parse_args(argv)
-    SETTINGS.update(device=args.device, prefill_m=args.prefill_m, kv_len=args.kv_len)
-    if args.candidates:
-        del sc.MATMUL_CANDIDATES[args.candidates:], sc.ATTENTION_CANDIDATES[args.candidates:]
+    SETTINGS.update(device=args.device, prefill_m=args.prefill_m, kv_lens=args.kv_len)
+    _select_candidates(args, parser)
     start = time.monotonic()
     deadline = start + args.budget_s
     plan = preset_plan(args.preset)
@@ -193,9 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     def write() -> None:
         (args.out / "sweep.json").write_text(json.dumps(results, indent=1, default=str))
         (args.out / "sweep.md").write_text(markdown(results))
-    attention_keys = [e.key for e in plan.entries if e.kernel == "paged_attention"]
+    kinds = set(args.kinds.split(","))
+    attention_keys = [e.key for e in plan.entries if e.kernel == "paged_attention" and "attention" in kinds]
     order = ("n2048_k8192", "n2048_k2048", "n3072_k2048", "n16384_k2048", "n128256", "n512_k2048", "n8192_k2048")
-    matmul_keys = sorted((e.key for e in plan.entries if e.kernel == "matmul"),
+    matmul_keys = sorted((e.key for e in plan.entries if e.kernel == "matmul" and "matmul" in kinds),
                          key=lambda k: next((i for i, o in enumerate(order) if o in k), len(order)))
     jobs = [(args.preset, "attention", k, c, args.device) for k in attention_keys for c in sc.ATTENTION_CANDIDATES]
     jobs += [(args.preset, "matmul", k, c, args.device) for k in matmul_keys
