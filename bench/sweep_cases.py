@@ -14,8 +14,9 @@ import torch
 import torch.nn.functional as F
 import triton
 
-from kernels import metadata
-from kernels.attention import check_paged_attention, launch_paged_attention
+from kernels import configs, metadata
+from kernels.attention import check_paged_attention, launch_attention_partial, split_scratch
+from kernels.attention_combine import launch_attention_combine
 from kernels.matmul import launch_matmul
 from kernels.plan import PlanEntry
 from kernels.tensors import constexpr_kwargs, torch_dtype
@@ -45,17 +46,17 @@ def matmul_candidates(n: int) -> list[tuple]:
     return [c for c in MATMUL_CANDIDATES if n < WIDE_N or min(c[0], c[1]) >= WIDE_MIN_TILE]
 
 
-# (variant, BLOCK_Q, BLOCK_N, num_warps, num_stages) of paged attention: "plan" is kernels/attention.py,
-# the others are bench/attention_variants.py ("split": its split-KV pair, segments of SPLIT_SEG keys).
+# (variant, BLOCK_Q, BLOCK_N, num_warps, num_stages) of paged attention: "plan" is the plan's split
+# pair (kernels/attention.py at the plan's SEG, then kernels/attention_combine.py), the others are
+# bench/attention_variants.py ("walk": the single KV walk the split replaced).
 ATTENTION_CANDIDATES = [
     ("plan", 64, 128, 4, 2), ("plan", 64, 128, 4, 3), ("plan", 64, 64, 4, 3), ("plan", 64, 256, 4, 2),
-    ("plan", 64, 256, 8, 2), ("plan", 32, 128, 4, 2), ("plan", 16, 256, 4, 2), ("plan", 128, 128, 8, 2),
+    ("plan", 64, 256, 8, 2), ("plan", 32, 128, 4, 2), ("plan", 16, 128, 4, 2), ("plan", 16, 256, 4, 2),
+    ("plan", 128, 128, 8, 2),
+    ("walk", 64, 128, 4, 2), ("walk", 16, 256, 4, 2),
     ("vlate", 64, 128, 4, 2), ("ktrans", 64, 128, 4, 2), ("ktrans", 64, 128, 4, 3), ("ktrans", 64, 256, 4, 2),
     ("gqa", 16, 128, 4, 2), ("gqa", 16, 64, 4, 3), ("gqa", 16, 256, 4, 2), ("gqa", 32, 128, 8, 2),
-    ("split", 64, 128, 4, 2), ("split", 16, 128, 4, 2),
 ]
-# Keys per KV segment of the "split" variant: 16 segments at a 16K context.
-SPLIT_SEG = 1024
 
 
 def with_config(entry: PlanEntry, constexprs: dict, num_warps: int, num_stages: int) -> PlanEntry:
@@ -102,7 +103,7 @@ def attention_call(entry: PlanEntry, variant: str = "plan") -> Callable[..., tor
         seq_idx = metadata.token_requests(query_start_loc, q.shape[0])
         out = torch.empty_like(q)
         if variant == "plan":
-            launch_paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry)
+            _launch_plan(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry)
         else:
             _launch_variant(variant, q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry)
         return out
@@ -111,30 +112,34 @@ def attention_call(entry: PlanEntry, variant: str = "plan") -> Callable[..., tor
 
 def variant_entry(entry: PlanEntry, variant: str, block_q: int, block_n: int, num_warps: int,
                   num_stages: int) -> PlanEntry:
-    """The attention entry of one candidate (``gqa`` adds BLOCK_G, the head group padded to 2^k;
-    ``split`` adds SEG, the keys per KV segment)."""
+    """The attention entry of one candidate (``gqa`` adds BLOCK_G, the head group padded to 2^k)."""
     constexprs = {"BLOCK_Q": block_q, "BLOCK_N": block_n}
     if variant == "gqa":
         constexprs["BLOCK_G"] = triton.next_power_of_2(entry.constexpr_dict()["GROUP"])
-    if variant == "split":
-        constexprs["SEG"] = SPLIT_SEG
     return with_config(entry, constexprs, num_warps, num_stages)
+
+
+def _launch_plan(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry):
+    """ops.paged_attention's two launches, for a candidate entry outside the sealed plan."""
+    s, c = entry.static_dict(), entry.constexpr_dict()
+    combine = configs.attention_combine_config(num_heads=s["num_heads"], head_dim=s["head_dim"], seg=c["SEG"],
+                                               dtype=s["dtype"])
+    m, l, acc = split_scratch(q, block_table, entry)
+    launch_attention_partial(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, m, l, acc, entry)
+    launch_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, combine)
 
 
 def _launch_variant(variant, q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry):
     from bench import attention_variants
 
-    if variant == "split":
-        attention_variants.launch_split_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens,
-                                                  seq_idx, out, entry)
-        return
-    check_paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry)
+    check_paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, entry)
     kernel = getattr(attention_variants, f"{variant}_attention_kernel")
     heads = k_cache.shape[2] if variant == "gqa" else q.shape[1]
     grid = (triton.cdiv(q.shape[0], entry.constexpr_dict()["BLOCK_Q"]) + block_table.shape[0], heads)
+    constexprs = {k: v for k, v in constexpr_kwargs(entry).items() if k != "SEG"}  # the variants walk unsplit
     kernel[grid](q, k_cache, v_cache, out, block_table, query_start_loc, seq_lens, seq_idx, q.shape[0], q.stride(0),
                  q.stride(1), out.stride(0), out.stride(1), block_table.stride(0), k_cache.stride(0), k_cache.stride(1),
-                 k_cache.stride(2), **constexpr_kwargs(entry), num_warps=entry.num_warps, num_stages=entry.num_stages)
+                 k_cache.stride(2), **constexprs, num_warps=entry.num_warps, num_stages=entry.num_stages)
 
 
 def attention_inputs(entry: PlanEntry, num_seqs: int, q_len: int, kv_len: int, device: str = "cuda") -> tuple:
@@ -165,13 +170,13 @@ def sdpa_call(q, k_cache, v_cache, table, qsl, lens, scale: float) -> Callable[[
 
 
 def attention_invariance_failures(entry: PlanEntry, device: str = "cuda", variant: str = "plan") -> list[str]:
-    """A 300-token request (300 + SEG for the split variant, so its last chunk and decode steps cross a
-    segment boundary) as a full prefill, as chunks beside other requests, and decoded: bitwise."""
+    """A 300 + SEG-token request (its last chunk and decode steps cross a segment boundary of the
+    plan's split) as a full prefill, as chunks beside other requests, and decoded: bitwise."""
     from tests.kernels.attention_cases import Step, chunk_bounds, make_request, schedule_failures
 
     s = entry.static_dict()
     dtype, scale = torch_dtype(s["dtype"]), s["head_dim"] ** -0.5
-    length = 300 + entry.constexpr_dict().get("SEG", 0)
+    length = 300 + entry.constexpr_dict()["SEG"]
     gen = torch.Generator().manual_seed(7)
     make = lambda n, fill="random": make_request(n, s["num_heads"], s["num_kv_heads"], s["head_dim"],  # noqa: E731
                                                  dtype, gen, fill)

@@ -1,31 +1,42 @@
-"""Paged causal attention: one kernel for prefill, chunked prefill and decode.
+"""Paged causal attention, first half: the KV walk of a query block, cut into fixed segments.
 
-Program (i, h) computes one *query block* for query head h (KV head h // GROUP): up to BLOCK_Q
-consecutive query tokens of one request, the rows of a [BLOCK_Q, D] ``tl.dot`` tile (rows past
-the block are padding, never stored). Blocks come from the packed token order, without any
-host-side block list: packed block i < cdiv(T, BLOCK_Q) (program cdiv(T, BLOCK_Q) - 1 - i, so the
-longest causal blocks start first) owns the tokens of [i*BLOCK_Q, (i+1)*BLOCK_Q) that belong to
-the request of token i*BLOCK_Q; program cdiv(T, BLOCK_Q) + b owns the tokens of
-request b from its first token up to the next multiple of BLOCK_Q, when that first token is not
-itself a multiple (so every token has exactly one program, and decode batches of one token per
-request run one program per request and head). A token's request comes from ``seq_idx``; its
-position is ``seq_lens[b] - q_len_b + (t - query_start_loc[b])``.
+Program (i, h, s) computes one *query block* for query head h (KV head h // GROUP) over KV
+segment s, the keys [s * SEG, (s + 1) * SEG): up to BLOCK_Q consecutive query tokens of one
+request, the rows of a [BLOCK_Q, D] ``tl.dot`` tile (rows past the block are padding, never
+stored). Blocks come from the packed token order, without any host-side block list: packed
+block i < cdiv(T, BLOCK_Q) (program cdiv(T, BLOCK_Q) - 1 - i, so the longest causal blocks start
+first) owns the tokens of [i*BLOCK_Q, (i+1)*BLOCK_Q) that belong to the request of token
+i*BLOCK_Q; program cdiv(T, BLOCK_Q) + b owns the tokens of request b from its first token up to
+the next multiple of BLOCK_Q, when that first token is not itself a multiple (so every token
+has exactly one program per segment, and decode batches of one token per request run one
+program per request, head and segment). A token's request comes from ``seq_idx``; its position
+is ``seq_lens[b] - q_len_b + (t - query_start_loc[b])``.
 
-The block visits KV tiles of BLOCK_N consecutive key positions, j = 0, 1, ..., last // BLOCK_N,
-in ascending order, where ``last`` is the position of the block's last token. Each key's page is
+Why segments: a decode step has one query per request, so the single KV walk of a long context
+is serial in one program per (request, head). Segments at fixed boundaries (multiples of SEG,
+never sized from the batch or the length) run in parallel; the second half
+(kernels/attention_combine.py) merges a token's segments 0 .. pos // SEG in ascending order.
+The number of segments comes from the block table's width, so one CUDA graph (one table width)
+serves every decode step; programs of segments past a block's last position visit no tile.
+
+Within segment s the block visits KV tiles of BLOCK_N consecutive key positions, j = s * SEG /
+BLOCK_N .. min(last // BLOCK_N, (s + 1) * SEG / BLOCK_N - 1), in ascending order, where
+``last`` is the position of the block's last token. Each key's page is
 ``block_table[b, key // PAGE_SIZE]``; keys past ``last`` are masked on load (neither their
 block-table entry nor their slot is read, so poisoned future slots cannot leak). A row scores
 keys past its own position -inf and weights them +0. Online softmax in fp32 with the -inf clamp
 (``m_safe``); scores and the weighted sum are ``tl.dot`` on tensor cores in bf16 (P rounded to
-bf16, fp32 accumulation into the running output) and IEEE fp32 dots in fp32.
+bf16, fp32 accumulation into the running output) and IEEE fp32 dots in fp32. Each row that sees
+a key of the segment (s * SEG <= its position) stores its unnormalised state (m, l, acc) to
+fp32 scratch; the other rows store nothing, and the combine never reads their slots.
 
-Why a query's bits do not depend on the batch or the chunking: its row sees the same key tiles
-0 .. pos // BLOCK_N with the same values in any launch (its q row, its request's KV up to pos);
-tiles of its block past its own last tile are fully masked for it and are exact identity steps
-(max(m, -inf) = m, alpha = exp(+0) = 1, p = exp(-inf) = +0, l * 1 + (+0) = l with l > 0, and
-``tl.dot`` with an all-+0 left operand returns its accumulator); keys of its last tile past pos
-get p = +0, whose terms do not change the dot when the V rows there are finite. Those rows are
-the request's own KV at positions up to the block's last token, written before this launch;
+Why a query's segment state does not depend on the batch or the chunking: its row sees the same
+key tiles of the segment with the same values in any launch (its q row, its request's KV up to
+pos); tiles of its block past its own last tile are fully masked for it and are exact identity
+steps (max(m, -inf) = m, alpha = exp(+0) = 1, p = exp(-inf) = +0, l * 1 + (+0) = l with l > 0,
+and ``tl.dot`` with an all-+0 left operand returns its accumulator); keys of its last tile past
+pos get p = +0, whose terms do not change the dot when the V rows there are finite. Those rows
+are the request's own KV at positions up to the block's last token, written before this launch;
 that they are finite (no inf/NaN activations) is a premise of the contract
 (kernels/contracts/paged_attention.toml), unlike the unwritten slots, which may hold anything.
 A row's position inside the tile changes with the chunking; ``tl.dot`` is trusted to give a
@@ -41,19 +52,22 @@ import triton.language as tl
 from kernels.plan import PlanEntry
 from kernels.tensors import MAX_INDEX, constexpr_kwargs, dtype_name, max_offset
 
-__all__ = ["paged_attention_kernel", "check_paged_attention", "launch_paged_attention"]
+__all__ = ["attention_partial_kernel", "check_paged_attention", "segment_count", "split_scratch",
+           "launch_attention_partial"]
 
 
-@triton.jit(do_not_specialize=["num_tokens", "stride_bt"])
-def paged_attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, block_table_ptr, query_start_ptr,
-                           seq_lens_ptr, seq_idx_ptr, num_tokens, stride_qt, stride_qh, stride_ot, stride_oh,
-                           stride_bt, stride_page, stride_slot, stride_head, GROUP: tl.constexpr,
-                           BLOCK_Q: tl.constexpr, D: tl.constexpr, PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
-                           SCALE: tl.constexpr, DTYPE: tl.constexpr):
-    # q, out: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; block_table: [B, max_pages] int32
+@triton.jit(do_not_specialize=["num_tokens", "stride_mt", "stride_mh", "stride_at", "stride_ah", "stride_bt"])
+def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_ptr, block_table_ptr,
+                             query_start_ptr, seq_lens_ptr, seq_idx_ptr, num_tokens, stride_qt, stride_qh, stride_mt,
+                             stride_mh, stride_at, stride_ah, stride_bt, stride_page, stride_slot, stride_head,
+                             GROUP: tl.constexpr, BLOCK_Q: tl.constexpr, D: tl.constexpr, PAGE_SIZE: tl.constexpr,
+                             BLOCK_N: tl.constexpr, SEG: tl.constexpr, SCALE: tl.constexpr, DTYPE: tl.constexpr):
+    # q: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; block_table: [B, max_pages] int32
     # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
+    # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32 (segment stride D, unit stride on D)
     program = tl.program_id(0)
     head = tl.program_id(1)
+    segment = tl.program_id(2)  # keys [segment * SEG, (segment + 1) * SEG)
     kv_head = head // GROUP
     num_packed = tl.cdiv(num_tokens, BLOCK_Q)
     is_packed = program < num_packed  # else: the program of request (program - num_packed)'s first block
@@ -73,12 +87,16 @@ def paged_attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, block_table
     positions = context + (rows - q_start)
     last = context + (block_end - 1 - q_start)  # the block's last position
     num_tiles = tl.where(block_end > block_start, last // BLOCK_N + 1, 0)
+    # The segment's tiles, fixed by the segment alone; the block's last position only ends the walk
+    # early (a segment past it visits none), so a row's tiles are the same in every launch.
+    first_tile = segment * (SEG // BLOCK_N)
+    end_tile = tl.minimum(num_tiles, first_tile + SEG // BLOCK_N)
     q = tl.load(q_ptr + rows[:, None] * stride_qt + head * stride_qh + offs_d[None, :], mask=is_row[:, None],
                 other=0.0)
     m_i = tl.zeros([BLOCK_Q], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_Q], dtype=tl.float32)
     acc = tl.zeros([BLOCK_Q, D], dtype=tl.float32)
-    for j in range(0, num_tiles):
+    for j in range(first_tile, end_tile):
         keys = j * BLOCK_N + offs_n
         is_stored = keys <= last
         pages = tl.load(block_table_ptr + seq * stride_bt + keys // PAGE_SIZE, mask=is_stored, other=0)
@@ -94,31 +112,36 @@ def paged_attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, block_table
         l_i = l_i * alpha + tl.sum(p, axis=1)
         acc = tl.dot(p.to(DTYPE), v, acc * alpha[:, None], input_precision="ieee")
         m_i = m_new
-    out = acc / l_i[:, None]
-    tl.store(out_ptr + rows[:, None] * stride_ot + head * stride_oh + offs_d[None, :], out.to(DTYPE),
-             mask=is_row[:, None])
+    # Only rows that see a key of the segment (segment * SEG <= position) store: the combine reads
+    # exactly those. Written relative to the context, since a padding row's position may pass 2**31.
+    sees = is_row & (segment * SEG - context <= rows - q_start)
+    state = rows * stride_mt + head * stride_mh + segment
+    tl.store(m_ptr + state, m_i, mask=sees)
+    tl.store(l_ptr + state, l_i, mask=sees)
+    tl.store(acc_ptr + rows[:, None] * stride_at + head * stride_ah + segment * D + offs_d[None, :], acc,
+             mask=sees[:, None])
 
 
 def check_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
                           query_start_loc: torch.Tensor, seq_lens: torch.Tensor, seq_idx: torch.Tensor,
-                          out: torch.Tensor, entry: PlanEntry) -> None:
-    """The launch contract of paged_attention_kernel (shared with the CPU path).
+                          entry: PlanEntry) -> None:
+    """The launch contract of paged attention's inputs (shared by both halves' launches and the CPU path).
 
     Premises not checked here (kernels/metadata.py checks them when metadata checks are on):
     query_start_loc starts at 0, never decreases and ends at T; seq_lens[b] >= q_len_b; seq_idx
     names each token's request; every page a request visits,
     ``block_table[b, 0 .. (seq_lens[b] - 1) // PAGE_SIZE]``, is in [0, num_pages).
     """
-    # q, out: [T, Hq, D]; k_cache, v_cache: [num_pages, page_size, Hkv, D]; block_table: [B, max_pages] int32
+    # q: [T, Hq, D]; k_cache, v_cache: [num_pages, page_size, Hkv, D]; block_table: [B, max_pages] int32
     c, static = entry.constexpr_dict(), entry.static_dict()
     assert entry.kernel == "paged_attention", f"entry {entry.key} is not a paged_attention entry"
+    assert c["SEG"] % c["BLOCK_N"] == 0, f"SEG {c['SEG']} is not a multiple of BLOCK_N {c['BLOCK_N']}"
     num_heads, num_kv_heads, head_dim = static["num_heads"], static["num_kv_heads"], c["D"]
     assert num_heads == num_kv_heads * c["GROUP"], "plan entry heads are inconsistent"
     assert q.dim() == 3 and tuple(q.shape[1:]) == (num_heads, head_dim), \
         f"q shape {tuple(q.shape)} is not [T, {num_heads}, {head_dim}]"
     assert q.stride(2) == 1, f"q needs a unit stride on head_dim, got {q.stride()}"
-    assert dtype_name(q.dtype) == c["DTYPE"] and out.dtype == q.dtype, f"q and out must be {c['DTYPE']}"
-    assert tuple(out.shape) == tuple(q.shape) and out.is_contiguous(), "out must be contiguous and shaped like q"
+    assert dtype_name(q.dtype) == c["DTYPE"], f"q must be {c['DTYPE']}"
     for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
         assert cache.dim() == 4 and tuple(cache.shape[1:]) == (c["PAGE_SIZE"], num_kv_heads, head_dim), \
             f"{name} shape {tuple(cache.shape)} is not [num_pages, {c['PAGE_SIZE']}, {num_kv_heads}, {head_dim}]"
@@ -131,21 +154,64 @@ def check_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch
                             ("seq_idx", seq_idx, q.shape[0])):
         assert tuple(t.shape) == (length,) and t.dtype == torch.int32 and t.is_contiguous(), \
             f"{name} must be a contiguous [{length}] int32 tensor, got {tuple(t.shape)} {t.dtype}"
-    devices = {t.device for t in (q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out)}
+    devices = {t.device for t in (q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx)}
     assert len(devices) == 1, f"all tensors must be on one device, got {devices}"
-    assert max(max_offset(q), max_offset(out), max_offset(k_cache), max_offset(block_table)) <= MAX_INDEX, \
+    assert max(max_offset(q), max_offset(k_cache), max_offset(block_table)) <= MAX_INDEX, \
         "a tensor is too large for 32-bit offsets"
 
 
-def launch_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
-                           query_start_loc: torch.Tensor, seq_lens: torch.Tensor, seq_idx: torch.Tensor,
-                           out: torch.Tensor, entry: PlanEntry) -> None:
-    """Check the contract, then launch paged_attention_kernel on grid (cdiv(T, BLOCK_Q) + B, Hq)."""
-    check_paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry)
+def segment_count(block_table: torch.Tensor, entry: PlanEntry) -> int:
+    """NUM_SEG = cdiv(max_pages * PAGE_SIZE, SEG): segments covering the block table's widest request."""
+    c = entry.constexpr_dict()
+    return (block_table.shape[1] * c["PAGE_SIZE"] + c["SEG"] - 1) // c["SEG"]
+
+
+def split_scratch(q: torch.Tensor, block_table: torch.Tensor,
+                  entry: PlanEntry) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Uninitialised fp32 scratch (m, l, acc) for the segment states of every (token, head, segment).
+
+    Only the states a token sees are written (by the first half) and read (by the combine).
+    """
+    # q: [T, Hq, D]; block_table: [B, max_pages] -> m, l: [T, Hq, NUM_SEG]; acc: [T, Hq, NUM_SEG, D]
+    num_tokens, num_heads, head_dim = q.shape
+    num_segs = segment_count(block_table, entry)
+    m = torch.empty(num_tokens, num_heads, num_segs, dtype=torch.float32, device=q.device)
+    acc = torch.empty(num_tokens, num_heads, num_segs, head_dim, dtype=torch.float32, device=q.device)
+    return m, torch.empty_like(m), acc
+
+
+def check_split_scratch(q: torch.Tensor, block_table: torch.Tensor, m: torch.Tensor, l: torch.Tensor,
+                        acc: torch.Tensor, entry: PlanEntry) -> None:
+    """The scratch layout the first half writes: contiguous fp32, NUM_SEG segments per (token, head)."""
+    # q: [T, Hq, D]; m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32
+    c = entry.constexpr_dict()
+    # segment_count() written out, so that the verifier reads this as the check of its premise on num_segs
+    num_segs = (block_table.shape[1] * c["PAGE_SIZE"] + c["SEG"] - 1) // c["SEG"]
+    for name, t in (("m", m), ("l", l)):
+        assert tuple(t.shape) == (q.shape[0], q.shape[1], num_segs), \
+            f"{name} shape {tuple(t.shape)} is not [T, Hq, {num_segs}]"
+        assert t.dtype == torch.float32 and t.is_contiguous(), f"{name} must be contiguous float32"
+    assert tuple(acc.shape) == (q.shape[0], q.shape[1], num_segs, c["D"]), \
+        f"acc shape {tuple(acc.shape)} is not [T, Hq, {num_segs}, {c['D']}]"
+    assert acc.dtype == torch.float32 and acc.is_contiguous(), "acc must be contiguous float32"
+    assert len({t.device for t in (q, m, l, acc)}) == 1, "scratch must be on q's device"
+    assert max_offset(acc) <= MAX_INDEX, "the scratch is too large for 32-bit offsets"
+
+
+def launch_attention_partial(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                             block_table: torch.Tensor, query_start_loc: torch.Tensor, seq_lens: torch.Tensor,
+                             seq_idx: torch.Tensor, m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor,
+                             entry: PlanEntry) -> None:
+    """Check the contract, then launch attention_partial_kernel on grid (cdiv(T, BLOCK_Q) + B, Hq, NUM_SEG)."""
+    # q: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; block_table: [B, max_pages] int32
+    # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32 (from split_scratch)
+    check_paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, entry)
+    check_split_scratch(q, block_table, m, l, acc, entry)
     if q.shape[0] == 0:
         return
-    grid = (triton.cdiv(q.shape[0], entry.constexpr_dict()["BLOCK_Q"]) + block_table.shape[0], q.shape[1])
-    paged_attention_kernel[grid](
-        q, k_cache, v_cache, out, block_table, query_start_loc, seq_lens, seq_idx, q.shape[0], q.stride(0), q.stride(1),
-        out.stride(0), out.stride(1), block_table.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        **constexpr_kwargs(entry), num_warps=entry.num_warps, num_stages=entry.num_stages)
+    grid = (triton.cdiv(q.shape[0], entry.constexpr_dict()["BLOCK_Q"]) + block_table.shape[0], q.shape[1], m.shape[2])
+    attention_partial_kernel[grid](
+        q, k_cache, v_cache, m, l, acc, block_table, query_start_loc, seq_lens, seq_idx, q.shape[0], q.stride(0),
+        q.stride(1), m.stride(0), m.stride(1), acc.stride(0), acc.stride(1), block_table.stride(0), k_cache.stride(0),
+        k_cache.stride(1), k_cache.stride(2), **constexpr_kwargs(entry), num_warps=entry.num_warps,
+        num_stages=entry.num_stages)

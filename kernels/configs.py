@@ -29,10 +29,12 @@ __all__ = [
     "silu_mul_config",
     "store_kv_config",
     "paged_attention_config",
+    "attention_combine_config",
 ]
 
 DTYPES = ("float32", "bfloat16")
-KERNELS = ("embedding", "rms_norm", "matmul", "rope", "silu_mul", "store_kv", "paged_attention")
+KERNELS = ("embedding", "rms_norm", "matmul", "rope", "silu_mul", "store_kv", "paged_attention",
+           "attention_combine")
 _KEY_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")  # no ':' or spaces: safe as a DOT id
 
 # bf16 matmul: the widest column tile (of 128, 64, 32) that still gives this many column tiles,
@@ -44,6 +46,11 @@ ATTENTION_QUERIES = 64
 ATTENTION_KEYS = 128
 ATTENTION_WARPS = 4
 ATTENTION_STAGES = 2
+# KV tiles per segment of the split KV walk, by dtype. bf16 plans serve long contexts on a GPU:
+# 8 tiles of 128 keys, so a 16K context splits into 16 segments that run in parallel. float32
+# plans serve the CPU path and the tests, whose prompts are short: one tile per segment, so that
+# a prompt of a few hundred tokens already crosses segment boundaries and exercises the merge.
+SEGMENT_TILES = {"bfloat16": 8, "float32": 1}
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,15 +212,17 @@ def store_kv_config(*, num_kv_heads: int, head_dim: int, page_size: int, dtype: 
 @lru_cache(maxsize=None)
 def paged_attention_config(*, num_heads: int, num_kv_heads: int, head_dim: int, page_size: int,
                            scale: float, dtype: str) -> LaunchConfig:
-    """Paged causal attention: one query head x BLOCK_Q query tokens per program, KV tiles of BLOCK_N keys.
+    """Paged causal attention, first half of the split KV walk: one query head x BLOCK_Q query
+    tokens x one KV segment of SEG keys per program, KV tiles of BLOCK_N keys.
 
     The BLOCK_Q = ATTENTION_QUERIES query tokens of a block are the rows of one ``tl.dot`` tile
     (at least 16, what ``tl.dot`` needs), so prefill reads each KV tile once per query block
     instead of once per token; GROUP = num_heads / num_kv_heads maps a query head to its KV
     head (the GROUP programs of a KV head read the same KV, mostly from L2). A KV tile holds
     BLOCK_N = max(ATTENTION_KEYS, page_size) keys (several pages when pages are small; each key is
-    read through its own block-table entry). head_dim must be a power of two >= 16, page_size a
-    power of two.
+    read through its own block-table entry). A segment holds SEG = SEGMENT_TILES[dtype] * BLOCK_N
+    keys at fixed boundaries; :func:`attention_combine_config` merges the segments. head_dim must
+    be a power of two >= 16, page_size a power of two.
     """
     _check_positive(num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, page_size=page_size)
     _check_dtype(dtype)
@@ -224,10 +233,25 @@ def paged_attention_config(*, num_heads: int, num_kv_heads: int, head_dim: int, 
                          f"got {head_dim}, {page_size}")
     if not scale > 0:
         raise ValueError(f"scale must be positive, got {scale!r}")
+    block_n = max(ATTENTION_KEYS, page_size)
     return _make("paged_attention", f"hq{num_heads}_hkv{num_kv_heads}_d{head_dim}_p{page_size}",
                  {"GROUP": num_heads // num_kv_heads, "BLOCK_Q": ATTENTION_QUERIES, "D": head_dim,
-                  "PAGE_SIZE": page_size, "BLOCK_N": max(ATTENTION_KEYS, page_size), "SCALE": _as_float32(scale),
-                  "DTYPE": dtype},
+                  "PAGE_SIZE": page_size, "BLOCK_N": block_n, "SEG": SEGMENT_TILES[dtype] * block_n,
+                  "SCALE": _as_float32(scale), "DTYPE": dtype},
                  ATTENTION_WARPS, ATTENTION_STAGES,
                  {"num_heads": num_heads, "num_kv_heads": num_kv_heads, "head_dim": head_dim,
                   "page_size": page_size, "dtype": dtype})
+
+
+@lru_cache(maxsize=None)
+def attention_combine_config(*, num_heads: int, head_dim: int, seg: int, dtype: str) -> LaunchConfig:
+    """Second half of the split KV walk: one program per (token, query head) merges the token's
+    segment states in ascending order. ``seg`` is the SEG of the paged_attention entry whose
+    states it merges. One warp: a program merges a few [head_dim] rows.
+    """
+    _check_positive(num_heads=num_heads, head_dim=head_dim, seg=seg)
+    _check_dtype(dtype)
+    if not _is_pow2(head_dim):
+        raise ValueError(f"attention combine needs a power-of-two head_dim, got {head_dim}")
+    return _make("attention_combine", f"hq{num_heads}_d{head_dim}_s{seg}", {"D": head_dim, "SEG": seg, "DTYPE": dtype},
+                 1, 1, {"num_heads": num_heads, "head_dim": head_dim, "seg": seg, "dtype": dtype})

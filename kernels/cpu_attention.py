@@ -1,54 +1,79 @@
-"""The CPU path of paged attention: per query, the kernel's KV-tile loop, vectorised over queries.
+"""The CPU path of paged attention: the kernels' two-level KV walk, vectorised over queries.
 
-Query t visits tiles of BLOCK_N key positions, j = 0 .. positions[t] // BLOCK_N, in ascending
-order, each key read from page ``block_table[b, key // PAGE_SIZE]``, with the Triton kernel's
-tiles, masks, online softmax and -inf clamp (the arithmetic inside a tile is the CPU's own, so
-CPU and GPU agree within tolerance, not bitwise). The Triton kernel also runs, for a query that
-is not the last of its query block, the block's later tiles, which are fully masked for it and
-exact identity steps; here the loop over j runs to the batch's longest query, and a query takes
-the update of tile j only while j is one of its own tiles; otherwise ``where`` keeps its state
-untouched (a selection, not arithmetic), so extra iterations cannot change it. Keys past the
-query's position are replaced by zeros before use (their block-table entries and slots are
-never read), scored -inf and weighted +0, so poisoned slots (NaN, inf, stale data) never reach
-the result. Dot products and sums are ``tree_sum`` over a fixed [BLOCK_N, D] tile and ``exp``
-is the position-independent one.
+First half (:func:`attention_partial`, the CPU twin of kernels/attention.py): query t visits
+the KV segments s = 0 .. positions[t] // SEG; within segment s it visits tiles of BLOCK_N key
+positions, from the segment's first tile up to its own last one, in ascending order, starting
+from an empty state, with the Triton kernel's tiles, masks, online softmax and -inf clamp (the
+arithmetic inside a tile is the CPU's own, so CPU and GPU agree within tolerance, not bitwise).
+The segment's unnormalised state (m, l, acc) goes to the scratch slot (t, head, s). The Triton
+kernel also runs, for a query that is not the last of its query block, the block's later tiles,
+which are fully masked for it and exact identity steps; here the loop over tiles runs to the
+batch's longest query, and a query takes the update of tile j only while j is one of its own
+tiles; otherwise ``where`` keeps its state untouched (a selection, not arithmetic), so extra
+iterations cannot change it. Keys past the query's position are replaced by zeros before use
+(their block-table entries and slots are never read), scored -inf and weighted +0, so poisoned
+slots (NaN, inf, stale data) never reach the result.
+
+Second half (:func:`attention_combine`, the twin of kernels/attention_combine.py): the segment
+states 0 .. positions[t] // SEG merged in ascending order with the same rescaling formula;
+segments past a query's own are never selected.
+
+Dot products and sums are ``tree_sum`` over a fixed [BLOCK_N, D] tile and ``exp`` is the
+position-independent one, so a query's bits depend on its own q row, KV and position only.
 """
 
 from __future__ import annotations
 
 import torch
 
-from kernels.attention import check_paged_attention
+from kernels.attention import check_paged_attention, check_split_scratch
+from kernels.attention_combine import check_attention_combine
 from kernels.cpu_math import exp, tree_sum
 from kernels.plan import PlanEntry
 
-__all__ = ["paged_attention"]
+__all__ = ["attention_partial", "attention_combine"]
 
 
-def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
-                    query_start_loc: torch.Tensor, seq_lens: torch.Tensor, seq_idx: torch.Tensor, out: torch.Tensor,
-                    entry: PlanEntry) -> None:
-    """Causal paged attention of every query token; writes ``out``."""
-    check_paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry)
+def _positions(query_start_loc: torch.Tensor, seq_lens: torch.Tensor, seq_idx: torch.Tensor) -> torch.Tensor:
+    """[T] int64: each query's position in its request."""
+    seq, starts = seq_idx.long(), query_start_loc.long()
+    contexts = seq_lens.long() - (starts[1:] - starts[:-1])  # [B]: KV cached before this step
+    return contexts[seq] + torch.arange(seq.shape[0]) - starts[seq]
+
+
+def attention_partial(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
+                      query_start_loc: torch.Tensor, seq_lens: torch.Tensor, seq_idx: torch.Tensor, m_out: torch.Tensor,
+                      l_out: torch.Tensor, acc_out: torch.Tensor, entry: PlanEntry) -> None:
+    """Each query's unnormalised softmax state per KV segment it sees; writes those slots of the scratch."""
+    # q: [T, Hq, D]; k_cache, v_cache: [num_pages, page_size, Hkv, D]; block_table: [B, max_pages] int32
+    # m_out, l_out: [T, Hq, NUM_SEG] fp32; acc_out: [T, Hq, NUM_SEG, D] fp32
+    check_paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, entry)
+    check_split_scratch(q, block_table, m_out, l_out, acc_out, entry)
     c = entry.constexpr_dict()
     group, head_dim, page_size, block_n, scale = c["GROUP"], c["D"], c["PAGE_SIZE"], c["BLOCK_N"], c["SCALE"]
+    tiles_per_segment = c["SEG"] // block_n
     num_tokens, num_heads = q.shape[0], q.shape[1]
     if num_tokens == 0:
         return
     num_kv_heads = num_heads // group
     qf = q.float().reshape(num_tokens, num_kv_heads, group, head_dim)  # qf: [T, Hkv, G, D]
-    seq, starts = seq_idx.long(), query_start_loc.long()
-    contexts = seq_lens.long() - (starts[1:] - starts[:-1])  # [B]: KV cached before this step
-    pos = contexts[seq] + torch.arange(num_tokens) - starts[seq]  # [T]: each query's position
+    seq = seq_idx.long()
+    pos = _positions(query_start_loc, seq_lens, seq_idx)  # [T]
     num_tiles = pos // block_n + 1  # [T]
     tables = block_table.long()
     key_offsets = torch.arange(block_n)
     k_slots, v_slots = k_cache.flatten(0, 1), v_cache.flatten(0, 1)  # [num_pages * page_size, Hkv, D]
     neg_inf = torch.tensor(float("-inf"))
-    m = torch.full((num_tokens, num_kv_heads, group), float("-inf"))
-    l = torch.zeros(num_tokens, num_kv_heads, group)
-    acc = torch.zeros(num_tokens, num_kv_heads, group, head_dim)
-    for j in range(int(num_tiles.max())):
+    m_view = m_out.view(num_tokens, num_kv_heads, group, -1)  # [T, Hkv, G, NUM_SEG]
+    l_view = l_out.view(num_tokens, num_kv_heads, group, -1)
+    acc_view = acc_out.view(num_tokens, num_kv_heads, group, -1, head_dim)  # [T, Hkv, G, NUM_SEG, D]
+    last_tile = int(num_tiles.max()) - 1
+    for j in range(last_tile + 1):
+        segment = j // tiles_per_segment
+        if j % tiles_per_segment == 0:  # a segment's walk starts from the empty state
+            m = torch.full((num_tokens, num_kv_heads, group), float("-inf"))
+            l = torch.zeros(num_tokens, num_kv_heads, group)
+            acc = torch.zeros(num_tokens, num_kv_heads, group, head_dim)
         is_active = num_tiles > j  # [T]: tile j is one of this query's tiles
         keys = j * block_n + key_offsets[None, :]  # [1, N]
         is_valid = keys <= pos[:, None]  # [T, N]
@@ -72,4 +97,32 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         m = torch.where(keep, m_new, m)
         l = torch.where(keep, l_new, l)
         acc = torch.where(keep[..., None], acc_new, acc)
-    out.copy_((acc / l[..., None]).reshape(num_tokens, num_heads, head_dim).to(out.dtype))
+        if j % tiles_per_segment == tiles_per_segment - 1 or j == last_tile:
+            sees = segment * c["SEG"] <= pos  # [T]: only the queries that see a key of the segment store
+            m_view[sees, :, :, segment] = m[sees]
+            l_view[sees, :, :, segment] = l[sees]
+            acc_view[sees, :, :, segment] = acc[sees]
+
+
+def attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, query_start_loc: torch.Tensor,
+                      seq_lens: torch.Tensor, seq_idx: torch.Tensor, out: torch.Tensor, entry: PlanEntry) -> None:
+    """Merge each query's segment states 0 .. pos // SEG in ascending order; writes ``out``."""
+    # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32; out: [T, Hq, D]
+    check_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, entry)
+    if out.shape[0] == 0:
+        return
+    last_segment = _positions(query_start_loc, seq_lens, seq_idx) // entry.constexpr_dict()["SEG"]  # [T]
+    m_all, l_all, acc_all = m[:, :, 0], l[:, :, 0], acc[:, :, 0]  # segment 0 holds key 0: a finite start
+    for s in range(1, int(last_segment.max()) + 1):
+        m_s = m[:, :, s]
+        m_new = torch.maximum(m_all, m_s)
+        # one exp call for both scales: [..., 0] = m_all - m_new, [..., 1] = m_s - m_new
+        scales = exp(torch.stack([m_all - m_new, m_s - m_new], dim=-1))
+        alpha, beta = scales[..., 0], scales[..., 1]
+        l_new = l_all * alpha + l[:, :, s] * beta
+        acc_new = acc_all * alpha[..., None] + acc[:, :, s] * beta[..., None]
+        keep = (s <= last_segment)[:, None]  # segments past a query's own are never selected
+        m_all = torch.where(keep, m_new, m_all)
+        l_all = torch.where(keep, l_new, l_all)
+        acc_all = torch.where(keep[..., None], acc_new, acc_all)
+    out.copy_((acc_all / l_all[..., None]).to(out.dtype))

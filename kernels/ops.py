@@ -12,7 +12,8 @@ from __future__ import annotations
 import torch
 
 from kernels import configs, cpu_attention, cpu_ops, metadata
-from kernels.attention import launch_paged_attention
+from kernels.attention import launch_attention_partial, split_scratch
+from kernels.attention_combine import launch_attention_combine
 from kernels.embedding import launch_embedding
 from kernels.launch import metadata_checks_enabled, require
 from kernels.matmul import launch_matmul
@@ -142,11 +143,18 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     ``seq_lens[b] - q_len_b + i`` and attends to keys 0..position, page by page in order.
     ``seq_idx`` [T] int32, each token's request, is :func:`token_requests` of ``query_start_loc``; a
     forward passes it in so that every layer does not recompute it.
+
+    Two launches: the KV walk cut into segments of SEG keys (kernels/attention.py) stores each
+    token's softmax state per segment to fp32 scratch allocated here, sized from the block
+    table's width (so a captured graph, one table width, serves every decode step); the combine
+    (kernels/attention_combine.py) merges a token's segments in ascending order.
     """
     num_tokens = q.shape[0]
     entry = require(configs.paged_attention_config(
         num_heads=q.shape[1], num_kv_heads=k_cache.shape[2], head_dim=q.shape[-1], page_size=k_cache.shape[1],
         scale=scale, dtype=dtype_name(q.dtype)))
+    combine = require(configs.attention_combine_config(num_heads=q.shape[1], head_dim=q.shape[-1],
+                                                       seg=entry.constexpr_dict()["SEG"], dtype=dtype_name(q.dtype)))
     if metadata_checks_enabled():
         metadata.check_attention_metadata(query_start_loc, seq_lens, block_table, num_tokens,
                                           k_cache.shape[0], k_cache.shape[1])
@@ -154,10 +162,14 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
             metadata.check_seq_idx(seq_idx, query_start_loc, num_tokens)
     if seq_idx is None:
         seq_idx = metadata.token_requests(query_start_loc, num_tokens)
+    m, l, acc = split_scratch(q, block_table, entry)  # m, l: [T, Hq, NUM_SEG]; acc: [T, Hq, NUM_SEG, D]
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     if _on_cuda(q, k_cache, v_cache, block_table, query_start_loc, seq_lens):
-        launch_paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry)
+        launch_attention_partial(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, m, l, acc,
+                                 entry)
+        launch_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, combine)
     else:
-        cpu_attention.paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out,
-                                      entry)
+        cpu_attention.attention_partial(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, m, l,
+                                        acc, entry)
+        cpu_attention.attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, combine)
     return out

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from evidence_db.canonical import digest_of, file_digest
-from kernels.configs import (LaunchConfig, embedding_config, matmul_config, paged_attention_config,
-                             rms_norm_config, rope_config, silu_mul_config, store_kv_config)
+from kernels.configs import (LaunchConfig, attention_combine_config, embedding_config, matmul_config,
+                             paged_attention_config, rms_norm_config, rope_config, silu_mul_config, store_kv_config)
 from kernels.shapes import PRESETS, ModelShape, preset
 
 __all__ = ["PlanEntry", "SealedPlan", "plan_for", "preset_plan", "KERNEL_SOURCES", "CPU_SOURCES", "REPO_ROOT"]
@@ -34,7 +34,9 @@ KERNEL_SOURCES: dict[str, tuple[str, str, str]] = {
     "rope": ("kernels.rope", "rope_kernel", "kernels.cpu_ops.rope"),
     "silu_mul": ("kernels.silu_mul", "silu_mul_kernel", "kernels.cpu_ops.silu_mul"),
     "store_kv": ("kernels.store_kv", "store_kv_kernel", "kernels.cpu_ops.store_kv"),
-    "paged_attention": ("kernels.attention", "paged_attention_kernel", "kernels.cpu_attention.paged_attention"),
+    "paged_attention": ("kernels.attention", "attention_partial_kernel", "kernels.cpu_attention.attention_partial"),
+    "attention_combine": ("kernels.attention_combine", "attention_combine_kernel",
+                          "kernels.cpu_attention.attention_combine"),
 }
 # Every file the CPU path's arithmetic lives in; one digest covers them all.
 CPU_SOURCES = ("kernels/cpu_math.py", "kernels/cpu_ops.py", "kernels/cpu_attention.py")
@@ -181,9 +183,11 @@ def _configs_for(shape: ModelShape) -> list[tuple[LaunchConfig, str]]:
     configs.append((silu_mul_config(intermediate_size=s.intermediate_size, dtype=dt), "silu_mul"))
     configs.append((store_kv_config(num_kv_heads=s.num_kv_heads, head_dim=s.head_dim,
                                     page_size=s.page_size, dtype=dt), "store_kv"))
-    configs.append((paged_attention_config(num_heads=s.num_heads, num_kv_heads=s.num_kv_heads,
-                                           head_dim=s.head_dim, page_size=s.page_size,
-                                           scale=s.head_dim ** -0.5, dtype=dt), "attention"))
+    attention = paged_attention_config(num_heads=s.num_heads, num_kv_heads=s.num_kv_heads, head_dim=s.head_dim,
+                                       page_size=s.page_size, scale=s.head_dim ** -0.5, dtype=dt)
+    configs.append((attention, "attention"))
+    configs.append((attention_combine_config(num_heads=s.num_heads, head_dim=s.head_dim,
+                                             seg=attention.constexpr_dict()["SEG"], dtype=dt), "attention"))
     return configs
 
 

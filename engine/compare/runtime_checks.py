@@ -28,7 +28,8 @@ from evidence_db.bundle import EvidenceRecord
 
 __all__ = ["plan_check", "autotune_check", "deployment_check", "check_records"]
 
-KERNELS_ON_PATH = ("embedding", "rms_norm", "matmul", "rope", "silu_mul", "store_kv", "paged_attention")
+KERNELS_ON_PATH = ("embedding", "rms_norm", "matmul", "rope", "silu_mul", "store_kv", "paged_attention",
+                   "attention_combine")
 
 
 def plan_check(probe: ProbeResult, recomputed_digest: str, d_fields: dict[str, Any]) -> tuple[str, list[str], dict]:

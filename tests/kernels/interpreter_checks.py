@@ -31,7 +31,8 @@ from typing import Callable
 import torch
 
 from kernels import configs, cpu_ops, metadata
-from kernels.attention import launch_paged_attention
+from kernels.attention import launch_attention_partial, split_scratch
+from kernels.attention_combine import launch_attention_combine
 from kernels.embedding import launch_embedding
 from kernels.launch import require, use_plan
 from kernels.matmul import launch_matmul
@@ -66,12 +67,17 @@ def triton_linear(x: torch.Tensor, weight: torch.Tensor, out_dtype: torch.dtype 
 
 
 def triton_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, scale):
+    """The plan's two attention kernels, launched as ops.paged_attention launches them on CUDA."""
     entry = require(configs.paged_attention_config(num_heads=q.shape[1], num_kv_heads=k_cache.shape[2],
                                                    head_dim=q.shape[2], page_size=k_cache.shape[1], scale=scale,
                                                    dtype=dtype_name(q.dtype)))
+    combine = require(configs.attention_combine_config(num_heads=q.shape[1], head_dim=q.shape[2],
+                                                       seg=entry.constexpr_dict()["SEG"], dtype=dtype_name(q.dtype)))
     seq_idx = metadata.token_requests(query_start_loc, q.shape[0])
+    m, l, acc = split_scratch(q, block_table, entry)
     out = torch.empty_like(q)
-    launch_paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry)
+    launch_attention_partial(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, m, l, acc, entry)
+    launch_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, combine)
     return out
 
 

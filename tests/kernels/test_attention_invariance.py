@@ -79,6 +79,25 @@ def test_page_boundaries_and_every_poison(plan):
             assert not failures, failures[:3]
 
 
+def test_segment_boundaries_chunked_and_decoded(plan_fp32):
+    # A request over three KV segments: chunks that end inside a segment, span a boundary and start
+    # at a segment's first key, then decode steps across the last boundary, beside other requests.
+    # float32 only: its segments are one KV tile (bf16 plans have 8-tile segments, too long for CPU).
+    plan = plan_fp32
+    seg = plan.entry(next(k for k in plan.keys() if k.startswith("paged_attention."))).constexpr_dict()["SEG"]
+    length = 2 * seg + 5
+    request = _request(plan, length, seed=3)
+    chunks = chunk_bounds(length, [seg - 3, seg, seg + 1, 2 * seg - 1, 2 * seg, 2 * seg + 1])
+    others = [_request(plan, 40, seed=4, fill="nan"), _request(plan, seg + 2, seed=5)]
+    companions_of = [[Step(o, 0, o.length) for o in others[: i % 3]] for i in range(len(chunks))]
+    failures = schedule_failures(request, chunks, companions_of, [i % 3 for i in range(len(chunks))],
+                                 page_size=plan.shape.page_size, scale=_scale(plan), seed=3, poison="nan")
+    assert not failures, failures[:3]
+    got = run_steps([Step(request, 0, length)], page_size=plan.shape.page_size, scale=_scale(plan),
+                    gen=torch.Generator().manual_seed(3))[0]
+    reference.assert_close(got, reference.attention(request, _scale(plan)), plan_dtype(plan), what="attention")
+
+
 def test_a_nan_request_does_not_touch_its_neighbours(plan):
     request = _request(plan, 33, seed=5)
     poisoned = _request(plan, 33, seed=6, fill="nan")

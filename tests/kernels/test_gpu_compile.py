@@ -18,11 +18,15 @@ from kernels.plan import PlanEntry, preset_plan
 from kernels.tensors import constexpr_kwargs
 
 _POINTERS = {"float32": "*fp32", "bfloat16": "*bf16"}
-# Index pointers by kernel; every other pointer holds activations of the entry's dtype.
+# Index and fp32 pointers by kernel; every other pointer holds activations of the entry's dtype.
 _INDEX_POINTERS = {("embedding", "ids_ptr"): "*i64", ("store_kv", "slot_ptr"): "*i64", ("rope", "pos_ptr"): "*i64",
-                   ("rope", "cs_ptr"): "*fp32", ("paged_attention", "block_table_ptr"): "*i32",
-                   ("paged_attention", "query_start_ptr"): "*i32", ("paged_attention", "seq_lens_ptr"): "*i32",
-                   ("paged_attention", "seq_idx_ptr"): "*i32"}
+                   ("rope", "cs_ptr"): "*fp32",
+                   **{(kernel, name): "*i32" for kernel in ("paged_attention", "attention_combine")
+                      for name in ("query_start_ptr", "seq_lens_ptr", "seq_idx_ptr")},
+                   ("paged_attention", "block_table_ptr"): "*i32",
+                   # the segment states are fp32 scratch in every dtype
+                   **{(kernel, name): "*fp32" for kernel in ("paged_attention", "attention_combine")
+                      for name in ("m_ptr", "l_ptr", "acc_ptr")}}
 
 
 def compile_for_sm90(entry: PlanEntry):

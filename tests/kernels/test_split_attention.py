@@ -1,4 +1,5 @@
-"""The split-KV attention pair (bench/attention_variants.py) under Triton's CPU interpreter.
+"""The plan's split-KV attention pair (kernels/attention.py, kernels/attention_combine.py) under
+Triton's CPU interpreter, at tiles smaller than the plan's.
 
 A 100-token request crosses four segments of SEG = 32 keys (KV tiles of 16, query blocks of 16):
 its output in float32 must be within the fp32 tolerance of the float64 reference, and every
@@ -44,7 +45,7 @@ def split_schedule_check() -> dict:
                                                        scale=scale, dtype="float32"))
     entry = with_config(entry, {"BLOCK_Q": BLOCK_Q, "BLOCK_N": BLOCK_N, "SEG": SEG}, entry.num_warps,
                         entry.num_stages)
-    split = attention_call(entry, "split")
+    split = attention_call(entry, "plan")
     request = make_request(LENGTH, 2, 1, 16, dtype, torch.Generator().manual_seed(11))
     full = run_steps([Step(request, 0, LENGTH)], page_size=16, scale=scale, gen=torch.Generator().manual_seed(11),
                      attention=split)[0]

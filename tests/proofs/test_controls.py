@@ -2,26 +2,32 @@
 
 from pathlib import Path
 
+from kernels.plan import REPO_ROOT, preset_plan
+from proofs.planrun import targets_from_plan, verify_target
 from tests.proofs.conftest import KERNELS
 from tests.proofs.test_mutants import ATTENTION, WINDOW
 
-# The head-group and split-KV variants are verified where they are measured
-# (bench/attention_variants.py), not as copies.
-VARIANTS_SOURCE = Path(__file__).resolve().parents[2] / "bench" / "attention_variants.py"
+# The head-group variant is verified where it is measured (bench/attention_variants.py), and the
+# split-KV pair where it runs (the plan's kernels), not as copies.
+HEAD_GROUP_SOURCE = REPO_ROOT / "bench" / "attention_variants.py"
 HEAD_GROUP_CONTRACT = KERNELS / "attention_head_group.toml"
-SPLIT_PARTIAL_CONTRACT = KERNELS / "attention_split_partial.toml"
-SPLIT_COMBINE_CONTRACT = KERNELS / "attention_split_combine.toml"
+SPLIT_PARTIAL_SOURCE = REPO_ROOT / "kernels" / "attention.py"
 
 
-def _kv_loop_line(kernel: str) -> int:
-    """The line of ``kernel``'s KV-tile loop in VARIANTS_SOURCE."""
-    lines = VARIANTS_SOURCE.read_text(encoding="utf-8").splitlines()
+def _kv_loop_line(source: Path, kernel: str) -> int:
+    """The line of ``kernel``'s KV-tile loop in ``source``."""
+    lines = source.read_text(encoding="utf-8").splitlines()
     start = next(n for n, line in enumerate(lines) if line.startswith(f"def {kernel}("))
     return next(n for n, line in enumerate(lines[start:], start + 1) if "for j in range(" in line)
 
 
-HEAD_GROUP_LOOP_LINE = _kv_loop_line("gqa_attention_kernel")
-SPLIT_LOOP_LINE = _kv_loop_line("split_partial_kernel")
+HEAD_GROUP_LOOP_LINE = _kv_loop_line(HEAD_GROUP_SOURCE, "gqa_attention_kernel")
+SPLIT_LOOP_LINE = _kv_loop_line(SPLIT_PARTIAL_SOURCE, "attention_partial_kernel")
+
+
+def _llama_1b_entry(kernel: str):
+    """The llama-1b plan's result for its entry of ``kernel``."""
+    return verify_target(next(t for t in targets_from_plan(preset_plan("llama-1b")) if t.kernel == kernel))
 
 # What the plan's paged attention relies on (its finite/no_overflow premises and dot/reduce rules).
 PLAN_ATTENTION_TRUSTED = {"attention-finiteness", "contract-translation", "dot-position-independence",
@@ -77,7 +83,7 @@ def test_an_unseen_kernel_layer_norm_with_three_outputs_is_verified(verify):
 def test_head_group_attention_splitting_tile_rows_by_div_and_mod_is_verified(verify):
     # llama-1b: GROUP = BLOCK_G = 4, BLOCK_Q = 16 (the contract's constexprs); tile row r is
     # token r // 4 and head kv_head * 4 + r % 4 of the block
-    result = verify(VARIANTS_SOURCE, "gqa_attention_kernel", contract=HEAD_GROUP_CONTRACT)
+    result = verify(HEAD_GROUP_SOURCE, "gqa_attention_kernel", contract=HEAD_GROUP_CONTRACT)
     assert result.verdict == "VERIFIED", result.reason
     assert result.demand == {"q_ptr": "index [row, *, *]",
                              "k_cache_ptr": "paged via block_table_ptr[req], positions < p + 1",
@@ -90,7 +96,7 @@ def test_head_group_attention_splitting_tile_rows_by_div_and_mod_is_verified(ver
 
 def test_head_group_attention_with_padding_rows_is_verified(verify):
     # GROUP = 3 heads padded to BLOCK_G = 4 tile rows: rows with r % 4 == 3 are masked off
-    result = verify(VARIANTS_SOURCE, "gqa_attention_kernel", contract=HEAD_GROUP_CONTRACT, GROUP=3, num_heads=24)
+    result = verify(HEAD_GROUP_SOURCE, "gqa_attention_kernel", contract=HEAD_GROUP_CONTRACT, GROUP=3, num_heads=24)
     assert result.verdict == "VERIFIED", result.reason
 
 
@@ -100,11 +106,11 @@ def test_flattened_grid_split_by_a_constant_that_is_not_a_power_of_two_is_verifi
     assert any("the selected out_ptr element is written (by the store" in o.what for o in result.obligations)
 
 
-def test_split_kv_partial_state_of_each_segment_the_token_sees_is_verified(verify):
+def test_split_kv_partial_state_of_each_segment_the_token_sees_is_verified():
     # llama-1b, BLOCK_Q = 64, BLOCK_N = 128, SEG = 1024: program (block, head, seg) walks the tiles
     # of keys [seg * SEG, (seg + 1) * SEG) up to its block's last position; a shorter block's walk
     # ends earlier, so the longer launch's extra tiles must be exact identities on the stored state
-    result = verify(VARIANTS_SOURCE, "split_partial_kernel", contract=SPLIT_PARTIAL_CONTRACT)
+    result = _llama_1b_entry("paged_attention")
     assert result.verdict == "VERIFIED", result.reason
     assert result.demand == {"q_ptr": "index [row, *, *]",
                              "k_cache_ptr": "paged via block_table_ptr[req], positions < p + 1",
@@ -118,9 +124,9 @@ def test_split_kv_partial_state_of_each_segment_the_token_sees_is_verified(verif
         assert any(f"the selected {tensor} element is written (by the store" in o.what for o in result.obligations)
 
 
-def test_split_kv_combine_of_the_tokens_own_segments_is_verified(verify):
+def test_split_kv_combine_of_the_tokens_own_segments_is_verified():
     # it reads only segments 0 .. p // SEG (the bounded relation), as many in every launch, in order
-    result = verify(VARIANTS_SOURCE, "split_combine_kernel", contract=SPLIT_COMBINE_CONTRACT)
+    result = _llama_1b_entry("attention_combine")
     assert result.verdict == "VERIFIED", result.reason
     assert result.demand == {"m_ptr": "index [row, *, * < p // SEG + 1]", "l_ptr": "index [row, *, * < p // SEG + 1]",
                              "acc_ptr": "index [row, *, * < p // SEG + 1, *]"}

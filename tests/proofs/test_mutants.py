@@ -22,8 +22,8 @@ CASES = [
     ("head_group_wrong_modulus", "gqa_attention_kernel", {}, "at most one writer"),
     ("head_group_collides", "gqa_attention_kernel", {}, "at most one writer"),
     ("head_group_rows_from_grid", "gqa_attention_kernel", {}, "at most one writer"),
-    ("split_partial_sized_by_block", "split_partial_kernel", {}, "folds live elements of q_ptr"),
-    ("split_combine_past_segment", "split_combine_kernel", {}, "element of m_ptr is related (index)"),
+    ("split_partial_sized_by_block", "attention_partial_kernel", {}, "folds live elements of q_ptr"),
+    ("split_combine_past_segment", "attention_combine_kernel", {}, "element of m_ptr is related (index)"),
 ]
 
 

@@ -1,6 +1,6 @@
 """Mutant: the split-KV combine kernel merging every segment of the request's KV, not the token's.
 
-The control (bench/attention_variants.py::split_combine_kernel) merges segments 0 .. pos // SEG
+The control (kernels/attention_combine.py::attention_combine_kernel) merges segments 0 .. pos // SEG
 of the token at position pos. Here it merges up to the segment of the request's last KV position:
 a prefill token early in a long chunk reads segments it does not see, whose partial state the
 partial kernel never stored for its row (scratch left from anything before).
@@ -11,9 +11,9 @@ import triton.language as tl
 
 
 @triton.jit(do_not_specialize=["stride_mt", "stride_mh", "stride_at", "stride_ah"])
-def split_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, query_start_ptr, seq_lens_ptr, seq_idx_ptr, stride_mt,
-                         stride_mh, stride_at, stride_ah, stride_ot, stride_oh, D: tl.constexpr, SEG: tl.constexpr,
-                         DTYPE: tl.constexpr):
+def attention_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, query_start_ptr, seq_lens_ptr, seq_idx_ptr, stride_mt,
+                             stride_mh, stride_at, stride_ah, stride_ot, stride_oh, D: tl.constexpr,
+                             SEG: tl.constexpr, DTYPE: tl.constexpr):
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32; out: [T, Hq, D]
     # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
     row = tl.program_id(0)

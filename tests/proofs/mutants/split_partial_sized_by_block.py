@@ -1,10 +1,12 @@
 """Mutant: the split-KV partial kernel with segments sized from the query block's tile count.
 
-The control (bench/attention_variants.py::split_partial_kernel) gives segment s the fixed keys
+The control (kernels/attention.py::attention_partial_kernel) gives segment s the fixed keys
 [s * SEG, (s + 1) * SEG). Here segment s starts at tile ``s * cdiv(num_tiles, num_programs(2))``,
 the usual split of a sequence into equal parts: a query's segment boundaries move with its block's
 last position, i.e. with the chunking, so segment s of one launch starts at a tile the other
-launch's segment s has already folded in (or not yet reached).
+launch's segment s has already folded in (or not yet reached). Its store mask compares positions
+directly (``segment * SEG <= positions``), which cannot wrap at the llama-1b configuration it is
+checked at; the plan's form avoids a padding row's position for every configuration.
 """
 
 import triton
@@ -12,11 +14,11 @@ import triton.language as tl
 
 
 @triton.jit(do_not_specialize=["num_tokens", "stride_mt", "stride_mh", "stride_at", "stride_ah", "stride_bt"])
-def split_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_ptr, block_table_ptr, query_start_ptr,
-                         seq_lens_ptr, seq_idx_ptr, num_tokens, stride_qt, stride_qh, stride_mt, stride_mh, stride_at,
-                         stride_ah, stride_bt, stride_page, stride_slot, stride_head, GROUP: tl.constexpr,
-                         BLOCK_Q: tl.constexpr, D: tl.constexpr, PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
-                         SEG: tl.constexpr, SCALE: tl.constexpr, DTYPE: tl.constexpr):
+def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_ptr, block_table_ptr,
+                             query_start_ptr, seq_lens_ptr, seq_idx_ptr, num_tokens, stride_qt, stride_qh, stride_mt,
+                             stride_mh, stride_at, stride_ah, stride_bt, stride_page, stride_slot, stride_head,
+                             GROUP: tl.constexpr, BLOCK_Q: tl.constexpr, D: tl.constexpr, PAGE_SIZE: tl.constexpr,
+                             BLOCK_N: tl.constexpr, SEG: tl.constexpr, SCALE: tl.constexpr, DTYPE: tl.constexpr):
     # q: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; block_table: [B, max_pages] int32
     # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32 (segment stride D, unit stride on D)
