@@ -15,7 +15,8 @@ from tests.assurance.conftest import D, NOW, TODAY
 
 RULES_DOC = (Path(__file__).resolve().parents[2] / "docs" / "status-rules.md").read_text(encoding="utf-8")
 PLAN = (PlanItem("matmul", "matmul.n64_k64", "kernels/matmul.py", "sha256:1"),
-        PlanItem("paged_attention", "paged_attention.d16", "kernels/attention.py", "sha256:2"))
+        PlanItem("paged_attention", "paged_attention.d16", "kernels/attention.py", "sha256:2"),
+        PlanItem("attention_combine", "attention_combine.d16_s128", "kernels/attention_combine.py", "sha256:3"))
 CASE_TRUSTED = {"trusted.contract-translation", "trusted.tensor-representation", "trusted.verifier-translator",
                  "trusted.verifier-rules", "trusted.solver-encoding", "trusted.interface-mapping",
                  "trusted.triton-compiler", "trusted.gpu-execution", "trusted.attention-finiteness",
@@ -53,8 +54,10 @@ def test_argument_covers_theorem_invariants_cache_plan_and_suites():
     assert {"G.inv.layout", "G.inv.kv_value", "G.inv.write_isolation", "G.inv.kernel_config"} <= below
     assert {"G.cache_provenance", "G.publication_order", "G.sealed_launch", "G.sampler_coupling"} <= below
     assert SUITES | {"runtime.plan", "runtime.no_autotune", "runtime.deployment", "engine.invariants"} <= below
-    assert {"kernel.matmul.n64_k64.contract", "kernel.paged_attention.d16.contract"} <= below
+    assert {"kernel.matmul.n64_k64.contract", "kernel.paged_attention.d16.contract",
+            "kernel.attention_combine.d16_s128.contract"} <= below
     assert "identity" in c.node("kernel.paged_attention.d16.contract").text
+    assert "ascending" in c.node("kernel.attention_combine.d16_s128.contract").text
 
 
 def test_every_trusted_item_is_in_the_case_with_a_rationale():
