@@ -181,5 +181,6 @@ def test_decode_profile_breaks_a_graph_step_down(llama_dir, tmp_path):
         assert {"schedule", "pad", "stage", "replay_launch", "digest_queue", "digest_start", "commit"} <= set(phases)
         assert 0 < r["graph_gpu_ms"] < phases["step"]
         calls = {k["kernel"]: k["calls_per_step"] for k in r["kernels"]}
-        assert calls["matmul_kernel"] == 65 and calls["paged_attention_kernel"] == 16  # 4 per layer + lm_head
+        assert calls["matmul_kernel"] == 65  # 4 per layer + lm_head
+        assert calls["attention_partial_kernel"] == 16 and calls["attention_combine_kernel"] == 16
     assert "| phase | ms (median) |" in (tmp_path / "decode_profile.md").read_text()

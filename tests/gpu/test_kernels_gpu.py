@@ -67,15 +67,23 @@ def _scale(plan) -> float:
     return plan.shape.head_dim ** -0.5
 
 
+def _seg(plan) -> int:
+    """Keys per KV segment of the plan's attention."""
+    return next(e for e in plan.entries if e.kernel == "paged_attention").constexpr_dict()["SEG"]
+
+
 @pytest.mark.parametrize("page_size", [4, 16, 32])
 @pytest.mark.parametrize("poison", POISONS)
 def test_tiny_attention_prefill_chunks_and_decode_agree(tiny, poison, page_size):
     plan = plan_for(replace(tiny.shape, page_size=page_size))
     s, dtype = plan.shape, _dtype(tiny)
     gen = torch.Generator().manual_seed(3)
-    request = make_request(70, s.num_heads, s.num_kv_heads, s.head_dim, dtype, gen)
+    seg = _seg(plan)  # the request crosses a segment boundary: chunks around it, decode across it
+    length = seg + 70
+    request = make_request(length, s.num_heads, s.num_kv_heads, s.head_dim, dtype, gen)
     neighbour = make_request(40, s.num_heads, s.num_kv_heads, s.head_dim, dtype, gen, fill="nan")
-    chunks = chunk_bounds(70, [16, 17, 40, 63, 64, 65, 66])
+    chunks = chunk_bounds(length, [16, 17, 40, 63, 64, 65, 66, seg - 1, seg, seg + 1, seg + 40] +
+                          list(range(seg + 60, length)))
     companions = [[Step(neighbour, 0, 40)] if i % 2 else [] for i in range(len(chunks))]
     with use_plan(plan):
         failures = schedule_failures(request, chunks, companions, [i % 2 for i in range(len(chunks))],
@@ -87,15 +95,17 @@ def test_llama_1b_attention_prefill_chunks_and_decode_agree():
     plan = preset_plan("llama-1b")
     s = plan.shape
     gen = torch.Generator().manual_seed(4)
-    request = make_request(300, s.num_heads, s.num_kv_heads, s.head_dim, torch.bfloat16, gen)
+    seg = _seg(plan)  # SEG = 1024: the request spans two segments
+    length = seg + 300
+    request = make_request(length, s.num_heads, s.num_kv_heads, s.head_dim, torch.bfloat16, gen)
     others = [make_request(n, s.num_heads, s.num_kv_heads, s.head_dim, torch.bfloat16, gen, fill=f)
-              for n, f in ((129, "random"), (33, "huge"), (17, "nan"))]
-    chunks = chunk_bounds(300, [128, 256, 257, 271])
+              for n, f in ((seg + 129, "random"), (33, "huge"), (17, "nan"))]
+    chunks = chunk_bounds(length, [128, 256, 257, 271, seg - 1, seg, seg + 1, seg + 256, seg + 257, seg + 271])
     companions = [[Step(o, 0, o.length) for o in others[: i % 4]] for i in range(len(chunks))]
     with use_plan(plan):
         failures = schedule_failures(request, chunks, companions, [i % 3 for i in range(len(chunks))],
                                      page_size=s.page_size, scale=_scale(plan), seed=4, poison="nan", device=DEVICE)
-        decode = schedule_failures(request, [(p, p + 1) for p in range(280, 300)], [[] for _ in range(20)],
+        decode = schedule_failures(request, [(p, p + 1) for p in range(length - 20, length)], [[] for _ in range(20)],
                                    [0] * 20, page_size=s.page_size, scale=_scale(plan), seed=5, poison="inf",
                                    device=DEVICE)
     assert not failures and not decode, (failures + decode)[:3]
@@ -121,7 +131,7 @@ def test_tiny_accuracy_against_float64_and_the_cpu_path(tiny):
     q_out, k_out = ops.rope(q.to(DEVICE), k.to(DEVICE), pos.to(DEVICE), table.to(DEVICE))
     reference.assert_close(q_out, reference.rope(q, pos, table), dtype, what="rope q (cuda)")
     reference.assert_close(k_out, reference.rope(k, pos, table), dtype, what="rope k (cuda)")
-    for length in (1, 16, 17, 70):
+    for length in (1, 16, 17, 70, _seg(tiny) + 5):
         request = make_request(length, s.num_heads, s.num_kv_heads, s.head_dim, dtype, gen)
         got = run_steps([Step(request, 0, length)], page_size=s.page_size, scale=_scale(tiny), gen=gen,
                         device=DEVICE)[0]
@@ -142,8 +152,10 @@ def test_llama_1b_accuracy_against_float64():
         w = (torch.randn(s.vocab_size, 2048, generator=gen) / 45).bfloat16()
         reference.assert_close(ops.logits(x.to(DEVICE), w.to(DEVICE)), reference.linear(x, w), torch.float32,
                                what="logits")
-        request = make_request(200, s.num_heads, s.num_kv_heads, s.head_dim, torch.bfloat16, gen)
-        got = run_steps([Step(request, 0, 200)], page_size=s.page_size, scale=_scale(plan), gen=gen, device=DEVICE)[0]
+        length = 2 * _seg(plan) + 200  # three segments merged
+        request = make_request(length, s.num_heads, s.num_kv_heads, s.head_dim, torch.bfloat16, gen)
+        got = run_steps([Step(request, 0, length)], page_size=s.page_size, scale=_scale(plan), gen=gen,
+                        device=DEVICE)[0]
         reference.assert_close(got, reference.attention(request, _scale(plan)), torch.bfloat16, what="attention")
 
 
