@@ -46,13 +46,14 @@ def matmul_candidates(n: int) -> list[tuple]:
     return [c for c in MATMUL_CANDIDATES if n < WIDE_N or min(c[0], c[1]) >= WIDE_MIN_TILE]
 
 
-# (variant, BLOCK_Q, BLOCK_N, num_warps, num_stages) of paged attention: "plan" is the plan's split
-# pair (kernels/attention.py at the plan's SEG, then kernels/attention_combine.py), the others are
-# bench/attention_variants.py ("walk": the single KV walk the split replaced).
+# (variant, BLOCK_Q, BLOCK_N, num_warps, num_stages[, SEG]) of paged attention: "plan" is the plan's
+# split pair (kernels/attention.py at the plan's SEG unless one is given, then
+# kernels/attention_combine.py), the others are bench/attention_variants.py ("walk": the single KV
+# walk the split replaced).
 ATTENTION_CANDIDATES = [
     ("plan", 64, 128, 4, 2), ("plan", 64, 128, 4, 3), ("plan", 64, 64, 4, 3), ("plan", 64, 256, 4, 2),
     ("plan", 64, 256, 8, 2), ("plan", 32, 128, 4, 2), ("plan", 16, 128, 4, 2), ("plan", 16, 256, 4, 2),
-    ("plan", 128, 128, 8, 2),
+    ("plan", 128, 128, 8, 2), ("plan", 64, 128, 4, 2, 512), ("plan", 64, 128, 4, 2, 2048),
     ("walk", 64, 128, 4, 2), ("walk", 16, 256, 4, 2),
     ("vlate", 64, 128, 4, 2), ("ktrans", 64, 128, 4, 2), ("ktrans", 64, 128, 4, 3), ("ktrans", 64, 256, 4, 2),
     ("gqa", 16, 128, 4, 2), ("gqa", 16, 64, 4, 3), ("gqa", 16, 256, 4, 2), ("gqa", 32, 128, 8, 2),
@@ -111,9 +112,10 @@ def attention_call(entry: PlanEntry, variant: str = "plan") -> Callable[..., tor
 
 
 def variant_entry(entry: PlanEntry, variant: str, block_q: int, block_n: int, num_warps: int,
-                  num_stages: int) -> PlanEntry:
-    """The attention entry of one candidate (``gqa`` adds BLOCK_G, the head group padded to 2^k)."""
-    constexprs = {"BLOCK_Q": block_q, "BLOCK_N": block_n}
+                  num_stages: int, seg: int | None = None) -> PlanEntry:
+    """The attention entry of one candidate (``gqa`` adds BLOCK_G, the head group padded to 2^k;
+    ``seg`` replaces the plan's segment length)."""
+    constexprs = {"BLOCK_Q": block_q, "BLOCK_N": block_n} | ({"SEG": seg} if seg else {})
     if variant == "gqa":
         constexprs["BLOCK_G"] = triton.next_power_of_2(entry.constexpr_dict()["GROUP"])
     return with_config(entry, constexprs, num_warps, num_stages)
