@@ -15,7 +15,7 @@ import torch.nn.functional as F
 import triton
 
 from kernels import configs, metadata
-from kernels.attention import check_paged_attention, check_split_scratch, launch_attention_partial, split_scratch
+from kernels.attention import check_paged_attention, launch_attention_partial, split_scratch
 from kernels.attention_combine import launch_attention_combine
 from kernels.matmul import launch_matmul
 from kernels.plan import PlanEntry
@@ -47,18 +47,15 @@ def matmul_candidates(n: int) -> list[tuple]:
 
 
 # (variant, BLOCK_Q, BLOCK_N, num_warps, num_stages[, SEG]) of paged attention: "plan" is the plan's
-# split pair (kernels/attention.py at the plan's SEG unless one is given, then
-# kernels/attention_combine.py), the others are bench/attention_variants.py ("walk": the single KV
-# walk the split replaced).
+# split pair (kernels/attention.py, a KV head's query heads in the tile rows, at the plan's SEG
+# unless one is given, then kernels/attention_combine.py), the others are
+# bench/attention_variants.py ("walk": the single KV walk the split replaced).
 ATTENTION_CANDIDATES = [
-    ("plan", 64, 128, 4, 2), ("plan", 64, 128, 4, 3), ("plan", 64, 64, 4, 3), ("plan", 64, 256, 4, 2),
-    ("plan", 64, 256, 8, 2), ("plan", 32, 128, 4, 2), ("plan", 16, 128, 4, 2), ("plan", 16, 256, 4, 2),
-    ("plan", 128, 128, 8, 2), ("plan", 64, 128, 4, 2, 512), ("plan", 64, 128, 4, 2, 2048),
+    ("plan", 16, 128, 4, 2), ("plan", 16, 64, 4, 2), ("plan", 16, 128, 4, 3), ("plan", 16, 128, 8, 2),
+    ("plan", 32, 128, 8, 2), ("plan", 16, 256, 4, 2), ("plan", 16, 128, 4, 2, 512), ("plan", 16, 128, 4, 2, 2048),
     ("walk", 64, 128, 4, 2), ("walk", 16, 256, 4, 2),
     ("vlate", 64, 128, 4, 2), ("ktrans", 64, 128, 4, 2), ("ktrans", 64, 128, 4, 3), ("ktrans", 64, 256, 4, 2),
     ("gqa", 16, 128, 4, 2), ("gqa", 16, 64, 4, 3), ("gqa", 16, 256, 4, 2), ("gqa", 32, 128, 8, 2),
-    ("gqasplit", 16, 128, 4, 2), ("gqasplit", 16, 64, 4, 2), ("gqasplit", 16, 128, 8, 2), ("gqasplit", 32, 128, 8, 2),
-    ("gqasplit", 16, 128, 4, 3), ("gqasplit", 16, 128, 4, 2, 512), ("gqasplit", 16, 128, 4, 2, 2048),
 ]
 
 
@@ -105,8 +102,8 @@ def attention_call(entry: PlanEntry, variant: str = "plan") -> Callable[..., tor
     def attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, scale):
         seq_idx = metadata.token_requests(query_start_loc, q.shape[0])
         out = torch.empty_like(q)
-        if variant in ("plan", "gqasplit"):
-            _launch_plan(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry, variant)
+        if variant == "plan":
+            _launch_plan(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry)
         else:
             _launch_variant(variant, q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry)
         return out
@@ -118,32 +115,18 @@ def variant_entry(entry: PlanEntry, variant: str, block_q: int, block_n: int, nu
     """The attention entry of one candidate (``gqa`` adds BLOCK_G, the head group padded to 2^k;
     ``seg`` replaces the plan's segment length)."""
     constexprs = {"BLOCK_Q": block_q, "BLOCK_N": block_n} | ({"SEG": seg} if seg else {})
-    if variant in ("gqa", "gqasplit"):
+    if variant in ("gqa", "plan"):
         constexprs["BLOCK_G"] = triton.next_power_of_2(entry.constexpr_dict()["GROUP"])
     return with_config(entry, constexprs, num_warps, num_stages)
 
 
-def _launch_plan(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry, variant):
-    """ops.paged_attention's two launches (``gqasplit``: its first half instead of the plan's), for a
-    candidate entry outside the sealed plan."""
+def _launch_plan(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry):
+    """ops.paged_attention's two launches, for a candidate entry outside the sealed plan."""
     s, c = entry.static_dict(), entry.constexpr_dict()
     combine = configs.attention_combine_config(num_heads=s["num_heads"], head_dim=s["head_dim"], seg=c["SEG"],
                                                dtype=s["dtype"])
     m, l, acc = split_scratch(q, block_table, entry)
-    if variant == "plan":
-        launch_attention_partial(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, m, l, acc,
-                                 entry)
-    elif q.shape[0]:
-        from bench.attention_variants import gqasplit_partial_kernel
-
-        check_paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, entry)
-        check_split_scratch(q, block_table, m, l, acc, entry)
-        grid = (triton.cdiv(q.shape[0], c["BLOCK_Q"]) + block_table.shape[0], k_cache.shape[2], m.shape[2])
-        gqasplit_partial_kernel[grid](
-            q, k_cache, v_cache, m, l, acc, block_table, query_start_loc, seq_lens, seq_idx, q.shape[0], q.stride(0),
-            q.stride(1), m.stride(0), m.stride(1), acc.stride(0), acc.stride(1), block_table.stride(0),
-            k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), **constexpr_kwargs(entry),
-            num_warps=entry.num_warps, num_stages=entry.num_stages)
+    launch_attention_partial(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, m, l, acc, entry)
     launch_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, combine)
 
 
@@ -154,7 +137,9 @@ def _launch_variant(variant, q, k_cache, v_cache, block_table, query_start_loc, 
     kernel = getattr(attention_variants, f"{variant}_attention_kernel")
     heads = k_cache.shape[2] if variant == "gqa" else q.shape[1]
     grid = (triton.cdiv(q.shape[0], entry.constexpr_dict()["BLOCK_Q"]) + block_table.shape[0], heads)
-    constexprs = {k: v for k, v in constexpr_kwargs(entry).items() if k != "SEG"}  # the variants walk unsplit
+    # the variants walk unsplit; only gqa groups heads into the tile rows
+    unused = {"SEG"} | ({"BLOCK_G"} if variant != "gqa" else set())
+    constexprs = {k: v for k, v in constexpr_kwargs(entry).items() if k not in unused}
     kernel[grid](q, k_cache, v_cache, out, block_table, query_start_loc, seq_lens, seq_idx, q.shape[0], q.stride(0),
                  q.stride(1), out.stride(0), out.stride(1), block_table.stride(0), k_cache.stride(0), k_cache.stride(1),
                  k_cache.stride(2), **constexprs, num_warps=entry.num_warps, num_stages=entry.num_stages)

@@ -1,19 +1,26 @@
 """Paged causal attention, first half: the KV walk of a query block, cut into fixed segments.
 
-Program (i, h, s) computes one *query block* for query head h (KV head h // GROUP) over KV
+Program (i, g, s) computes one *query block* for the GROUP query heads of KV head g over KV
 segment s, the keys [s * SEG, (s + 1) * SEG): up to BLOCK_Q consecutive query tokens of one
-request, the rows of a [BLOCK_Q, D] ``tl.dot`` tile (rows past the block are padding, never
-stored). Blocks come from the packed token order, without any host-side block list: packed
+request times the head group, the rows of a [BLOCK_Q * BLOCK_G, D] ``tl.dot`` tile. Tile row r
+is token r // BLOCK_G of the block and query head g * GROUP + r % BLOCK_G; BLOCK_G is GROUP
+rounded up to a power of two, and rows past the block or the group are padding, never stored.
+Blocks come from the packed token order, without any host-side block list: packed
 block i < cdiv(T, BLOCK_Q) (program cdiv(T, BLOCK_Q) - 1 - i, so the longest causal blocks start
 first) owns the tokens of [i*BLOCK_Q, (i+1)*BLOCK_Q) that belong to the request of token
 i*BLOCK_Q; program cdiv(T, BLOCK_Q) + b owns the tokens of request b from its first token up to
 the next multiple of BLOCK_Q, when that first token is not itself a multiple (so every token
-has exactly one program per segment, and decode batches of one token per request run one
-program per request, head and segment). A token's request comes from ``seq_idx``; its position
-is ``seq_lens[b] - q_len_b + (t - query_start_loc[b])``.
+has exactly one program per KV head and segment, and decode batches of one token per request
+run one program per request, KV head and segment). A token's request comes from ``seq_idx``;
+its position is ``seq_lens[b] - q_len_b + (t - query_start_loc[b])``.
+
+Why head groups: a decode step has one query per request, so a tile of one head's BLOCK_Q tokens
+would use one row and read every KV tile once per query head; with the group in the rows it uses
+GROUP rows and reads each KV tile once per KV head. Prefill reads as much KV as with one head's
+BLOCK_Q * BLOCK_G tokens per tile.
 
 Why segments: a decode step has one query per request, so the single KV walk of a long context
-is serial in one program per (request, head). Segments at fixed boundaries (multiples of SEG,
+is serial in one program per (request, KV head). Segments at fixed boundaries (multiples of SEG,
 never sized from the batch or the length) run in parallel; the second half
 (kernels/attention_combine.py) merges a token's segments 0 .. pos // SEG in ascending order.
 The number of segments comes from the block table's width, so one CUDA graph (one table width)
@@ -60,15 +67,15 @@ __all__ = ["attention_partial_kernel", "check_paged_attention", "segment_count",
 def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_ptr, block_table_ptr,
                              query_start_ptr, seq_lens_ptr, seq_idx_ptr, num_tokens, stride_qt, stride_qh, stride_mt,
                              stride_mh, stride_at, stride_ah, stride_bt, stride_page, stride_slot, stride_head,
-                             GROUP: tl.constexpr, BLOCK_Q: tl.constexpr, D: tl.constexpr, PAGE_SIZE: tl.constexpr,
-                             BLOCK_N: tl.constexpr, SEG: tl.constexpr, SCALE: tl.constexpr, DTYPE: tl.constexpr):
+                             GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_Q: tl.constexpr, D: tl.constexpr,
+                             PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, SEG: tl.constexpr, SCALE: tl.constexpr,
+                             DTYPE: tl.constexpr):
     # q: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; block_table: [B, max_pages] int32
     # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32 (segment stride D, unit stride on D)
     program = tl.program_id(0)
-    head = tl.program_id(1)
+    kv_head = tl.program_id(1)
     segment = tl.program_id(2)  # keys [segment * SEG, (segment + 1) * SEG)
-    kv_head = head // GROUP
     num_packed = tl.cdiv(num_tokens, BLOCK_Q)
     is_packed = program < num_packed  # else: the program of request (program - num_packed)'s first block
     packed_start = tl.where(is_packed, num_packed - 1 - program, 0) * BLOCK_Q  # the longest causal blocks first
@@ -79,11 +86,14 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
     first_end = tl.where(q_start % BLOCK_Q == 0, q_start, tl.minimum(q_end, (q_start // BLOCK_Q + 1) * BLOCK_Q))
     block_start = tl.where(is_packed, packed_start, q_start)
     block_end = tl.where(is_packed, tl.minimum(q_end, packed_start + BLOCK_Q), first_end)
-    offs_q = tl.arange(0, BLOCK_Q)
+    # Tile row r is token r // BLOCK_G of the block and query head kv_head * GROUP + r % BLOCK_G
+    # (rows with r % BLOCK_G >= GROUP pad the head group to a power of two and are never stored).
+    offs_r = tl.arange(0, BLOCK_Q * BLOCK_G)
     offs_d = tl.arange(0, D)
     offs_n = tl.arange(0, BLOCK_N)
-    rows = block_start + offs_q  # the block's packed tokens
-    is_row = rows < block_end
+    rows = block_start + offs_r // BLOCK_G  # the block's packed tokens
+    heads = kv_head * GROUP + offs_r % BLOCK_G
+    is_row = (rows < block_end) & (offs_r % BLOCK_G < GROUP)
     positions = context + (rows - q_start)
     last = context + (block_end - 1 - q_start)  # the block's last position
     num_tiles = tl.where(block_end > block_start, last // BLOCK_N + 1, 0)
@@ -91,11 +101,11 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
     # early (a segment past it visits none), so a row's tiles are the same in every launch.
     first_tile = segment * (SEG // BLOCK_N)
     end_tile = tl.minimum(num_tiles, first_tile + SEG // BLOCK_N)
-    q = tl.load(q_ptr + rows[:, None] * stride_qt + head * stride_qh + offs_d[None, :], mask=is_row[:, None],
+    q = tl.load(q_ptr + rows[:, None] * stride_qt + heads[:, None] * stride_qh + offs_d[None, :], mask=is_row[:, None],
                 other=0.0)
-    m_i = tl.zeros([BLOCK_Q], dtype=tl.float32) - float("inf")
-    l_i = tl.zeros([BLOCK_Q], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_Q, D], dtype=tl.float32)
+    m_i = tl.zeros([BLOCK_Q * BLOCK_G], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_Q * BLOCK_G], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_Q * BLOCK_G, D], dtype=tl.float32)
     for j in range(first_tile, end_tile):
         keys = j * BLOCK_N + offs_n
         is_stored = keys <= last
@@ -115,10 +125,10 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
     # Only rows that see a key of the segment (segment * SEG <= position) store: the combine reads
     # exactly those. Written relative to the context, since a padding row's position may pass 2**31.
     sees = is_row & (segment * SEG - context <= rows - q_start)
-    state = rows * stride_mt + head * stride_mh + segment
+    state = rows * stride_mt + heads * stride_mh + segment
     tl.store(m_ptr + state, m_i, mask=sees)
     tl.store(l_ptr + state, l_i, mask=sees)
-    tl.store(acc_ptr + rows[:, None] * stride_at + head * stride_ah + segment * D + offs_d[None, :], acc,
+    tl.store(acc_ptr + rows[:, None] * stride_at + heads[:, None] * stride_ah + segment * D + offs_d[None, :], acc,
              mask=sees[:, None])
 
 
@@ -138,6 +148,8 @@ def check_paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch
     assert c["SEG"] % c["BLOCK_N"] == 0, f"SEG {c['SEG']} is not a multiple of BLOCK_N {c['BLOCK_N']}"
     num_heads, num_kv_heads, head_dim = static["num_heads"], static["num_kv_heads"], c["D"]
     assert num_heads == num_kv_heads * c["GROUP"], "plan entry heads are inconsistent"
+    assert c["GROUP"] <= c["BLOCK_G"] < 2 * c["GROUP"] and c["BLOCK_G"] & (c["BLOCK_G"] - 1) == 0, \
+        f"BLOCK_G {c['BLOCK_G']} is not GROUP {c['GROUP']} rounded up to a power of two"
     assert q.dim() == 3 and tuple(q.shape[1:]) == (num_heads, head_dim), \
         f"q shape {tuple(q.shape)} is not [T, {num_heads}, {head_dim}]"
     assert q.stride(2) == 1, f"q needs a unit stride on head_dim, got {q.stride()}"
@@ -202,14 +214,15 @@ def launch_attention_partial(q: torch.Tensor, k_cache: torch.Tensor, v_cache: to
                              block_table: torch.Tensor, query_start_loc: torch.Tensor, seq_lens: torch.Tensor,
                              seq_idx: torch.Tensor, m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor,
                              entry: PlanEntry) -> None:
-    """Check the contract, then launch attention_partial_kernel on grid (cdiv(T, BLOCK_Q) + B, Hq, NUM_SEG)."""
+    """Check the contract, then launch attention_partial_kernel on grid (cdiv(T, BLOCK_Q) + B, Hkv, NUM_SEG)."""
     # q: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; block_table: [B, max_pages] int32
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32 (from split_scratch)
     check_paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, entry)
     check_split_scratch(q, block_table, m, l, acc, entry)
     if q.shape[0] == 0:
         return
-    grid = (triton.cdiv(q.shape[0], entry.constexpr_dict()["BLOCK_Q"]) + block_table.shape[0], q.shape[1], m.shape[2])
+    grid = (triton.cdiv(q.shape[0], entry.constexpr_dict()["BLOCK_Q"]) + block_table.shape[0], k_cache.shape[2],
+            m.shape[2])
     attention_partial_kernel[grid](
         q, k_cache, v_cache, m, l, acc, block_table, query_start_loc, seq_lens, seq_idx, q.shape[0], q.stride(0),
         q.stride(1), m.stride(0), m.stride(1), acc.stride(0), acc.stride(1), block_table.stride(0), k_cache.stride(0),

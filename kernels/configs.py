@@ -41,8 +41,9 @@ _KEY_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")  # no ':' or spaces: s
 # so a decode launch (M <= BLOCK_M, one row tile) spreads a weight over about one wave of a
 # 132-SM GPU; narrower weights get 32-column tiles. Depends on N only, never on M.
 MIN_COLUMN_PROGRAMS = 128
-# Paged attention tile: query tokens per block (tile rows, >= 16 for tl.dot) and keys per KV tile.
-ATTENTION_QUERIES = 64
+# Paged attention tile: query tokens per block (times the head group, the tile rows; >= 16 for
+# tl.dot) and keys per KV tile.
+ATTENTION_QUERIES = 16
 ATTENTION_KEYS = 128
 ATTENTION_WARPS = 4
 ATTENTION_STAGES = 2
@@ -212,17 +213,18 @@ def store_kv_config(*, num_kv_heads: int, head_dim: int, page_size: int, dtype: 
 @lru_cache(maxsize=None)
 def paged_attention_config(*, num_heads: int, num_kv_heads: int, head_dim: int, page_size: int,
                            scale: float, dtype: str) -> LaunchConfig:
-    """Paged causal attention, first half of the split KV walk: one query head x BLOCK_Q query
-    tokens x one KV segment of SEG keys per program, KV tiles of BLOCK_N keys.
+    """Paged causal attention, first half of the split KV walk: the GROUP query heads of one KV
+    head x BLOCK_Q query tokens x one KV segment of SEG keys per program, KV tiles of BLOCK_N keys.
 
-    The BLOCK_Q = ATTENTION_QUERIES query tokens of a block are the rows of one ``tl.dot`` tile
-    (at least 16, what ``tl.dot`` needs), so prefill reads each KV tile once per query block
-    instead of once per token; GROUP = num_heads / num_kv_heads maps a query head to its KV
-    head (the GROUP programs of a KV head read the same KV, mostly from L2). A KV tile holds
-    BLOCK_N = max(ATTENTION_KEYS, page_size) keys (several pages when pages are small; each key is
-    read through its own block-table entry). A segment holds SEG = SEGMENT_TILES[dtype] * BLOCK_N
-    keys at fixed boundaries; :func:`attention_combine_config` merges the segments. head_dim must
-    be a power of two >= 16, page_size a power of two.
+    The rows of one ``tl.dot`` tile are the BLOCK_Q = ATTENTION_QUERIES query tokens of a block
+    times the head group, GROUP = num_heads / num_kv_heads padded to BLOCK_G, a power of two (at
+    least 16 rows, what ``tl.dot`` needs): prefill reads each KV tile once per query block and
+    KV head instead of once per token and query head, and a decode step's single query per
+    request fills GROUP rows of the tile. A KV tile holds BLOCK_N = max(ATTENTION_KEYS, page_size)
+    keys (several pages when pages are small; each key is read through its own block-table
+    entry). A segment holds SEG = SEGMENT_TILES[dtype] * BLOCK_N keys at fixed boundaries;
+    :func:`attention_combine_config` merges the segments. head_dim must be a power of two >= 16,
+    page_size a power of two.
     """
     _check_positive(num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, page_size=page_size)
     _check_dtype(dtype)
@@ -234,8 +236,10 @@ def paged_attention_config(*, num_heads: int, num_kv_heads: int, head_dim: int, 
     if not scale > 0:
         raise ValueError(f"scale must be positive, got {scale!r}")
     block_n = max(ATTENTION_KEYS, page_size)
+    group = num_heads // num_kv_heads
+    block_g = 1 << (group - 1).bit_length()
     return _make("paged_attention", f"hq{num_heads}_hkv{num_kv_heads}_d{head_dim}_p{page_size}",
-                 {"GROUP": num_heads // num_kv_heads, "BLOCK_Q": ATTENTION_QUERIES, "D": head_dim,
+                 {"GROUP": group, "BLOCK_G": block_g, "BLOCK_Q": ATTENTION_QUERIES, "D": head_dim,
                   "PAGE_SIZE": page_size, "BLOCK_N": block_n, "SEG": SEGMENT_TILES[dtype] * block_n,
                   "SCALE": _as_float32(scale), "DTYPE": dtype},
                  ATTENTION_WARPS, ATTENTION_STAGES,

@@ -17,15 +17,15 @@ import triton.language as tl
 def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_ptr, block_table_ptr,
                              query_start_ptr, seq_lens_ptr, seq_idx_ptr, num_tokens, stride_qt, stride_qh, stride_mt,
                              stride_mh, stride_at, stride_ah, stride_bt, stride_page, stride_slot, stride_head,
-                             GROUP: tl.constexpr, BLOCK_Q: tl.constexpr, D: tl.constexpr, PAGE_SIZE: tl.constexpr,
-                             BLOCK_N: tl.constexpr, SEG: tl.constexpr, SCALE: tl.constexpr, DTYPE: tl.constexpr):
+                             GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_Q: tl.constexpr, D: tl.constexpr,
+                             PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, SEG: tl.constexpr, SCALE: tl.constexpr,
+                             DTYPE: tl.constexpr):
     # q: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; block_table: [B, max_pages] int32
     # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32 (segment stride D, unit stride on D)
     program = tl.program_id(0)
-    head = tl.program_id(1)
+    kv_head = tl.program_id(1)
     segment = tl.program_id(2)  # keys [segment * SEG, (segment + 1) * SEG)
-    kv_head = head // GROUP
     num_packed = tl.cdiv(num_tokens, BLOCK_Q)
     is_packed = program < num_packed  # else: the program of request (program - num_packed)'s first block
     packed_start = tl.where(is_packed, num_packed - 1 - program, 0) * BLOCK_Q  # the longest causal blocks first
@@ -36,11 +36,14 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
     first_end = tl.where(q_start % BLOCK_Q == 0, q_start, tl.minimum(q_end, (q_start // BLOCK_Q + 1) * BLOCK_Q))
     block_start = tl.where(is_packed, packed_start, q_start)
     block_end = tl.where(is_packed, tl.minimum(q_end, packed_start + BLOCK_Q), first_end)
-    offs_q = tl.arange(0, BLOCK_Q)
+    # Tile row r is token r // BLOCK_G of the block and query head kv_head * GROUP + r % BLOCK_G
+    # (rows with r % BLOCK_G >= GROUP pad the head group to a power of two and are never stored).
+    offs_r = tl.arange(0, BLOCK_Q * BLOCK_G)
     offs_d = tl.arange(0, D)
     offs_n = tl.arange(0, BLOCK_N)
-    rows = block_start + offs_q  # the block's packed tokens
-    is_row = rows < block_end
+    rows = block_start + offs_r // BLOCK_G  # the block's packed tokens
+    heads = kv_head * GROUP + offs_r % BLOCK_G
+    is_row = (rows < block_end) & (offs_r % BLOCK_G < GROUP)
     positions = context + (rows - q_start)
     last = context + (block_end - 1 - q_start)  # the block's last position
     num_tiles = tl.where(block_end > block_start, last // BLOCK_N + 1, 0)
@@ -48,11 +51,11 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
     tiles_per_segment = tl.cdiv(num_tiles, tl.num_programs(2))
     first_tile = segment * tiles_per_segment
     end_tile = tl.minimum(num_tiles, first_tile + tiles_per_segment)
-    q = tl.load(q_ptr + rows[:, None] * stride_qt + head * stride_qh + offs_d[None, :], mask=is_row[:, None],
+    q = tl.load(q_ptr + rows[:, None] * stride_qt + heads[:, None] * stride_qh + offs_d[None, :], mask=is_row[:, None],
                 other=0.0)
-    m_i = tl.zeros([BLOCK_Q], dtype=tl.float32) - float("inf")
-    l_i = tl.zeros([BLOCK_Q], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_Q, D], dtype=tl.float32)
+    m_i = tl.zeros([BLOCK_Q * BLOCK_G], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_Q * BLOCK_G], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_Q * BLOCK_G, D], dtype=tl.float32)
     for j in range(first_tile, end_tile):
         keys = j * BLOCK_N + offs_n
         is_stored = keys <= last
@@ -71,8 +74,8 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
         m_i = m_new
     # Only rows that see a key of the segment store: the combine reads exactly those.
     sees = is_row & (segment * SEG <= positions)
-    state = rows * stride_mt + head * stride_mh + segment
+    state = rows * stride_mt + heads * stride_mh + segment
     tl.store(m_ptr + state, m_i, mask=sees)
     tl.store(l_ptr + state, l_i, mask=sees)
-    tl.store(acc_ptr + rows[:, None] * stride_at + head * stride_ah + segment * D + offs_d[None, :], acc,
+    tl.store(acc_ptr + rows[:, None] * stride_at + heads[:, None] * stride_ah + segment * D + offs_d[None, :], acc,
              mask=sees[:, None])
