@@ -41,6 +41,8 @@ _KEY_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")  # no ':' or spaces: s
 # so a decode launch (M <= BLOCK_M, one row tile) spreads a weight over about one wave of a
 # 132-SM GPU; narrower weights get 32-column tiles. Depends on N only, never on M.
 MIN_COLUMN_PROGRAMS = 128
+# Contraction depth from which 32-column bf16 matmul tiles take 256-deep K steps.
+DEEP_K = 8192
 # Paged attention tile: query tokens per block (times the head group, the tile rows; >= 16 for
 # tl.dot) and keys per KV tile.
 ATTENTION_QUERIES = 16
@@ -160,6 +162,9 @@ def matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str)
     of 128/64/32 that still gives MIN_COLUMN_PROGRAMS column tiles (32 when none does), so decode
     (one row tile) streams the weight over most SMs while prefill gets tiles wide enough for
     the tensor cores; the trade-off for narrow weights was measured (docs/performance.md).
+    Narrow weights with a deep K (at least DEEP_K) take 256-deep K steps: a decode program then
+    keeps twice the weight bytes in flight, which was faster at decode and no slower at prefill
+    for such weights only.
     fp32 uses IEEE-precision dots (no TF32) on a fixed small tile.
     """
     _check_positive(n=n, k=k)
@@ -170,6 +175,8 @@ def matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str)
     else:
         block_n = next((b for b in (128, 64) if -(-n // b) >= MIN_COLUMN_PROGRAMS), 32)
         block_m, block_k, warps, stages = 64, (64 if block_n == 128 else 128), 4, 4
+        if block_n == 32 and k >= DEEP_K:
+            block_k = 256
     suffix = f"n{n}_k{k}" + ("_bias" if has_bias else "") + ("" if out_dtype == dtype else "_out_" + out_dtype)
     return _make("matmul", suffix,
                  {"N": n, "K": k, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
