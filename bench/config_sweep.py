@@ -202,7 +202,8 @@ def _select_candidates(args: argparse.Namespace, parser: argparse.ArgumentParser
         del sc.MATMUL_CANDIDATES[args.candidates:], sc.ATTENTION_CANDIDATES[args.candidates:]
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of the sweep."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--preset", default="llama-1b")
@@ -216,6 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", help="only these attention variants, e.g. plan,walk")
     parser.add_argument("--matmul-configs", type=_configs,
                         help="only these matmul candidates: BM,BN,BK,warps,stages separated by ';'")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     SETTINGS.update(device=args.device, prefill_m=args.prefill_m, kv_lens=args.kv_len)
     _select_candidates(args, parser)
