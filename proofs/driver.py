@@ -27,6 +27,7 @@ from proofs.source import KernelSource
 from proofs.trusted import assumptions_for
 from proofs.walk import Walker
 from proofs.writers import check_writers, pair_writers, selected_element
+from proofs.z3state import fresh_context
 
 __all__ = ["verify_kernel", "specialization_pairs"]
 
@@ -117,6 +118,13 @@ def verify_kernel(src: KernelSource, contract: Contract, constexprs: dict[str, A
                   static: dict[str, Any] | None = None, timeout_ms: int = 60000,
                   checked_premises: dict[str, str] | None = None) -> KernelResult:
     """Verify ``src`` against ``contract`` at ``constexprs``; never raises for kernel problems."""
+    with fresh_context():  # the verdict must not depend on what this process verified before
+        return _verify(src, contract, constexprs, key=key, static=static, timeout_ms=timeout_ms,
+                       checked_premises=checked_premises)
+
+
+def _verify(src: KernelSource, contract: Contract, constexprs: dict[str, Any], *, key: str,
+            static: dict[str, Any] | None, timeout_ms: int, checked_premises: dict[str, str] | None) -> KernelResult:
     start = time.perf_counter()
     merged = {k: (list(v.values) if isinstance(v, Vary) else v) for k, v in contract.constexprs.items()}
     config = dict(sorted({**merged, **constexprs}.items()))

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import z3
 
+from proofs.z3state import on_new_context
+
 __all__ = ["decompose", "monomial", "monomials"]
 
 
@@ -64,6 +66,12 @@ def _product(coef: int, atoms: tuple) -> z3.ArithRef:
 
 
 _CACHE: dict[tuple, tuple] = {}
+
+
+@on_new_context
+def _clear_term_caches() -> None:
+    _MONO.clear()
+    _CACHE.clear()
 
 
 def _decompose(offset: z3.ArithRef, strides: tuple) -> tuple | None:

@@ -19,7 +19,7 @@ import z3
 from proofs import kinds as K
 from proofs import relate
 from proofs.identity import SConst, Simplifier, Sym, live_load
-from proofs.loopstate import _tokens, demanded_lanes, forced_fixpoint, loop_fixpoint, uncertain_guards
+from proofs.loopstate import demanded_lanes, next_token, forced_fixpoint, loop_fixpoint, uncertain_guards
 from proofs.smt import Ctx, Failed, exists
 from proofs.tir import FNode, Loop
 
@@ -222,7 +222,7 @@ class LoopProof:
 
     def _check_state(self, run, kind, cond, loop, todo, state) -> None:
         simp = Simplifier(self.w.values, run, loop.loop_id, state)
-        self.w.values.env_stack.append((next(_tokens), {(run, loop.loop_id): state}))
+        self.w.values.env_stack.append((next_token(), {(run, loop.loop_id): state}))
         try:
             self._check_simplified(simp, kind, cond, loop, todo, state, run)
         finally:

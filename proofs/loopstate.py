@@ -16,10 +16,22 @@ import z3
 
 from proofs import kinds as K
 from proofs.tir import FNode, Loop
+from proofs.z3state import on_new_context
 
-__all__ = ["demanded_lanes", "loop_fixpoint", "exit_kinds", "uncertain_guards", "forced_fixpoint"]
+__all__ = ["demanded_lanes", "loop_fixpoint", "exit_kinds", "uncertain_guards", "forced_fixpoint", "next_token"]
 
 _tokens = itertools.count(1)
+
+
+@on_new_context
+def _fresh_tokens() -> None:
+    global _tokens
+    _tokens = itertools.count(1)
+
+
+def next_token() -> int:
+    """A new environment token (unique within one verification)."""
+    return next(_tokens)
 _MAX_ROUNDS = 24
 
 
@@ -77,7 +89,7 @@ def loop_fixpoint(values, run: str, loop: Loop, demanded: dict[str, tuple]) -> t
     init = {n: values.kinds(loop.init[n], lanes, run) for n, lanes in demanded.items()}
 
     def transfer(state: dict, cls: z3.BoolRef) -> dict:
-        values.env_stack.append((next(_tokens), {(run, loop.loop_id): state}))
+        values.env_stack.append((next_token(), {(run, loop.loop_id): state}))
         try:
             with ctx.assume(loop.in_range(), cls):
                 return {n: values.kinds(loop.next[n], lanes, run) for n, lanes in demanded.items()}
@@ -127,7 +139,7 @@ def uncertain_guards(values, run: str, loop: Loop, demanded: dict[str, tuple]) -
 
 def _transfer(values, run: str, loop: Loop, demanded: dict, state: dict, cls: z3.BoolRef) -> dict:
     ctx = values.ctx
-    values.env_stack.append((next(_tokens), {(run, loop.loop_id): state}))
+    values.env_stack.append((next_token(), {(run, loop.loop_id): state}))
     try:
         with ctx.assume(loop.in_range(), cls):
             return {n: values.kinds(loop.next[n], lanes, run) for n, lanes in demanded.items()}

@@ -23,11 +23,13 @@ from proofs.tlmemory import layout_problem
 from proofs.layout import decompose
 from proofs.smt import children
 from proofs.tir import FNode, lanes_subst
+from proofs.z3state import on_new_context
 
 __all__ = ["pair_load", "ints_related", "related_indices"]
 
 
 _PAIRS: dict[tuple, tuple] = {}
+on_new_context(_PAIRS.clear)
 
 
 def _apps_pairs(ta: z3.ExprRef, tb: z3.ExprRef) -> list | None:

@@ -16,6 +16,7 @@ from typing import Callable, Iterator
 import z3
 
 from proofs.divmod import split_bound
+from proofs.z3state import on_new_context
 
 __all__ = ["Obligation", "Ctx", "Failed", "I32", "uf_apps", "children", "model_values", "exists"]
 
@@ -50,6 +51,14 @@ class Failed(Exception):
 
 _APPS: dict[int, tuple] = {}
 _KIDS: dict[int, tuple] = {}
+_QE: dict[tuple, z3.BoolRef] = {}
+
+
+@on_new_context
+def _clear_term_caches() -> None:
+    _APPS.clear()
+    _KIDS.clear()
+    _QE.clear()
 
 
 def children(term: z3.ExprRef) -> tuple:
@@ -86,8 +95,6 @@ def uf_apps(term: z3.ExprRef) -> tuple[z3.ExprRef, ...]:
     _APPS[term.get_id()] = (term, apps)  # keeps the term alive so its id stays unique
     return apps
 
-
-_QE: dict[tuple, z3.BoolRef] = {}
 
 
 def exists(variables: list, body: z3.BoolRef) -> z3.BoolRef:

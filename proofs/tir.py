@@ -14,13 +14,22 @@ from typing import Any
 
 import z3
 
+from proofs.z3state import on_new_context
+
 __all__ = ["AX", "IntVal", "BoolVal", "PtrVal", "FNode", "Loop", "Access", "KernelIR", "Dtype",
            "FLOAT_DTYPES", "INT_DTYPES", "lanes_subst"]
 
-AX = [z3.Int(f"ax{k}") for k in range(4)]
+AX: list[z3.ArithRef] = []
 FLOAT_DTYPES = ("float32", "bfloat16", "float16", "float64", "float8e4nv", "float8e5")
 INT_DTYPES = ("int32", "int64", "int16", "int8", "uint8", "uint32", "int1")
 _uids = itertools.count(1)
+
+
+@on_new_context
+def _fresh_names() -> None:
+    global _uids
+    AX[:] = [z3.Int(f"ax{k}") for k in range(4)]  # in place: importers hold this list
+    _uids = itertools.count(1)
 
 
 @dataclass(frozen=True, slots=True)

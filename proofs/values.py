@@ -15,10 +15,17 @@ import z3
 from proofs import kinds as K
 from proofs.smt import exists
 from proofs.tir import FNode, lanes_subst
+from proofs.z3state import on_new_context
 
 __all__ = ["Values"]
 
 _T = z3.BoolVal(True)
+
+
+@on_new_context
+def _constants() -> None:
+    global _T
+    _T = z3.BoolVal(True)
 _INTS = frozenset({K.NEG, K.PZERO, K.ONE, K.POS})
 _MAX_GUARDS = 4
 

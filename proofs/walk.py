@@ -24,10 +24,17 @@ from proofs.kinds import FINITE
 from proofs.problem import Problem
 from proofs.smt import Failed, Obligation
 from proofs.tir import FNode, lanes_subst
+from proofs.z3state import on_new_context
 
 __all__ = ["Walker", "arg_lanes", "bound_var"]
 
 _ZERO = z3.IntVal(0)
+
+
+@on_new_context
+def _constants() -> None:
+    global _ZERO
+    _ZERO = z3.IntVal(0)
 
 
 def _struct_attr(v: Any) -> Any:
