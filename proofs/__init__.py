@@ -11,5 +11,7 @@ A VERIFIED result is a relational invariance proof under stated premises and tru
 assumptions (``proofs/trusted.py``), never a statement about numerical accuracy.
 """
 
-VERIFIER_VERSION = "1.0"
-"""Version of the verifier's rules and encoding; recorded in every kernel_proof item."""
+VERIFIER_VERSION = "1.1"
+"""Version of the verifier's rules and encoding; recorded in every kernel_proof item, and a proof
+is carried to a new deployment only from the same version. 1.1: bounded index relations
+(``"* < E"``), one Z3 context per verification."""
