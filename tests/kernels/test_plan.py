@@ -97,6 +97,38 @@ def test_llama_1b_matmul_tiles_spread_decode_over_the_gpu():
     assert plan.entry("matmul.n128256_k2048_out_float32").constexpr_dict()["BLOCK_N"] == 128
 
 
+def test_only_narrow_deep_bf16_matmuls_take_256_deep_k_steps():
+    def block_k(n: int, k: int, dtype: str = "bfloat16") -> int:
+        return configs.matmul_config(n=n, k=k, dtype=dtype, has_bias=False, out_dtype=dtype).constexpr_dict()["BLOCK_K"]
+
+    assert block_k(2048, configs.DEEP_K) == 256  # llama-1b down_proj
+    assert block_k(2048, configs.DEEP_K - 64) == 128 and block_k(3072, 2048) == 128
+    assert block_k(16384, 8192) == 64  # wide tiles keep their K step
+    assert block_k(2048, 8192, "float32") == 64
+
+
+@pytest.mark.parametrize("num_heads,num_kv_heads,block_g", [(32, 8, 4), (24, 8, 4), (12, 2, 8), (8, 8, 1), (4, 2, 2)])
+def test_attention_tile_rows_hold_the_head_group_padded_to_a_power_of_two(num_heads, num_kv_heads, block_g):
+    c = configs.paged_attention_config(num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=64, page_size=16,
+                                       scale=0.125, dtype="bfloat16").constexpr_dict()
+    assert (c["GROUP"], c["BLOCK_G"]) == (num_heads // num_kv_heads, block_g)
+    assert c["BLOCK_Q"] * c["BLOCK_G"] >= 16  # tl.dot's smallest tile
+
+
+def test_the_attention_wrapper_refuses_a_head_group_that_does_not_fit_the_tile_rows():
+    from bench.sweep_cases import attention_inputs, with_config
+    from kernels.attention import check_paged_attention
+    from kernels.metadata import token_requests
+
+    entry = preset_plan("tiny").entry(next(e.key for e in preset_plan("tiny").entries if e.kernel == "paged_attention"))
+    q, k, v, table, qsl, lens = attention_inputs(entry, 2, 3, 40, device="cpu")
+    seq_idx = token_requests(qsl, q.shape[0])
+    check_paged_attention(q, k, v, table, qsl, lens, seq_idx, entry)
+    narrow = with_config(entry, {"BLOCK_G": 1}, entry.num_warps, entry.num_stages)  # GROUP is 2
+    with pytest.raises(AssertionError, match="BLOCK_G 1 is not GROUP 2 rounded up to a power of two"):
+        check_paged_attention(q, k, v, table, qsl, lens, seq_idx, narrow)
+
+
 def test_launch_config_validation_is_clear():
     with pytest.raises(ValueError, match="power-of-two"):
         configs.rope_config(head_dim=24, dtype="float32")
