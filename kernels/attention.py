@@ -16,8 +16,8 @@ its position is ``seq_lens[b] - q_len_b + (t - query_start_loc[b])``.
 
 Why head groups: a decode step has one query per request, so a tile of one head's BLOCK_Q tokens
 would use one row and read every KV tile once per query head; with the group in the rows it uses
-GROUP rows and reads each KV tile once per KV head. Prefill reads as much KV as with one head's
-BLOCK_Q * BLOCK_G tokens per tile.
+GROUP rows and reads each KV tile once per KV head. In prefill a tile of BLOCK_Q tokens x GROUP
+heads reads as much KV per query row as a one-head tile of BLOCK_Q * GROUP tokens would.
 
 Why segments: a decode step has one query per request, so the single KV walk of a long context
 is serial in one program per (request, KV head). Segments at fixed boundaries (multiples of SEG,
