@@ -21,6 +21,7 @@ from proofs.contract import Contract
 from proofs.names import LaunchNames
 from proofs.source import KernelSource
 from proofs.wrapper_ast import launch_site, local_defs, resolve, wrapper_asserts
+from proofs.z3state import fresh_context
 
 __all__ = ["checked_premises", "SELECTION", "EXTENTS"]
 
@@ -136,6 +137,12 @@ def _selection_names(contract: Contract) -> set[str]:
 def checked_premises(src: KernelSource, contract: Contract, constexprs: dict[str, Any] | None = None,
                      static: dict[str, Any] | None = None) -> dict[str, str]:
     """For each ``assume`` premise: how it is established (a wrapper assert, or the selection)."""
+    with fresh_context():  # like a verification, independent of earlier solver work in the process
+        return _checked_premises(src, contract, constexprs, static)
+
+
+def _checked_premises(src: KernelSource, contract: Contract, constexprs: dict[str, Any] | None,
+                      static: dict[str, Any] | None) -> dict[str, str]:
     out: dict[str, str] = {}
     selection = _selection_names(contract)
     tensors = {n for n, t in contract.tensors.items() if not t.is_float}
