@@ -70,7 +70,10 @@ def instrument(engine: LLMEngine, timer: PhaseTimer) -> None:
     engine.scheduler.commit = timer.wrap("commit", engine.scheduler.commit)
     runner.padded_decode.pad = timer.wrap("pad", runner.padded_decode.pad)
     runner.buffers.stage_decode = timer.wrap("stage", runner.buffers.stage_decode)
-    runner.host_logits.fetch = timer.wrap("fetch_wait", runner.host_logits.fetch)
+    engine.scheduler.schedule_ahead = timer.wrap("schedule_ahead", engine.scheduler.schedule_ahead)
+    runner.buffers.gather_tokens = timer.wrap("gather", runner.buffers.gather_tokens)
+    runner.host_logits.start = timer.wrap("fetch_start", runner.host_logits.start)
+    runner.host_logits.wait = timer.wrap("fetch_wait", runner.host_logits.wait)
     engine.digests.add = timer.wrap("digest_queue", engine.digests.add)
     engine.digests.start = timer.wrap("digest_start", engine.digests.start)
     for captured in runner.padded_decode.graphs.values():

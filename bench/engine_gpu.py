@@ -9,7 +9,8 @@ Parts, in order; each records its result or its error and the run goes on:
                   or --model-dir
   copy_rate       device-to-device copy rate (the roofline's denominator)
   determinism     bitwise: batches of 3/4/5 vs singletons, CUDA graphs on vs off, device greedy
-  engine_decode   batch 4, cached context 0/1K/4K/16K, CUDA graphs; eager engine at 0 and 1K
+  engine_decode   batch 4, cached context 0/1K/4K/16K, CUDA graphs (overlapped decode steps, and
+                  one step at a time); eager engine at 0 and 1K
   engine_prefill  4 x 4096 and 1 x 16384 fresh prompt tokens
   torch_eager     plain torch decode loop (SDPA, preallocated K/V cache)
   transformers    LlamaForCausalLM.generate on the same checkpoint: decode by context, prefill
@@ -149,6 +150,11 @@ def main(argv: list[str] | None = None) -> int:
                    key: decode_by_context(engine, contexts=config["contexts"], new_tokens=config["new_tokens"],
                                           **common)}
             if key == "graphs":
+                serial = open_engine(model_dir, cuda_graphs=True, overlap_decode=False)
+                out["graphs_step_by_step"] = decode_by_context(serial, contexts=config["contexts"],
+                                                               new_tokens=config["new_tokens"], **common)
+                del serial
+                free_cuda()
                 eager = open_engine(model_dir, cuda_graphs=False)
                 out["eager"] = decode_by_context(eager, contexts=[c for c in config["contexts"] if c <= 1024],
                                                  new_tokens=min(64, config["new_tokens"]), **common)

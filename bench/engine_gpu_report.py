@@ -34,12 +34,12 @@ def _ratio(a: float | None, b: float | None, spec: str = ".1f", suffix: str = "Ã
 def _decode_table(results: dict[str, Any], spec: Any) -> list[str]:
     parts = results["parts"]
     engine = parts.get("engine_decode", {}).get("result", {})
-    graphs, eager = engine.get("graphs", {}), engine.get("eager", {})
+    graphs, serial, eager = engine.get("graphs", {}), engine.get("graphs_step_by_step", {}), engine.get("eager", {})
     torch_loop = parts.get("torch_eager", {}).get("result", {})
     hf = parts.get("transformers", {}).get("result", {}).get("decode", {})
     rate = parts.get("copy_rate", {}).get("result", {}).get("bytes_per_s")
-    lines = ["| cached context | engine, CUDA graphs | % roofline | engine, eager | torch eager loop | "
-             "transformers generate | engine / transformers | roofline |", "|" + "---|" * 8]
+    lines = ["| cached context | engine, CUDA graphs | % roofline | graphs, one step at a time | engine, eager | "
+             "torch eager loop | transformers generate | engine / transformers | roofline |", "|" + "---|" * 9]
     for context in results["config"]["contexts"]:
         key = str(context)
         g = graphs.get(key)
@@ -47,7 +47,8 @@ def _decode_table(results: dict[str, Any], spec: Any) -> list[str]:
         if rate and isinstance(g, dict) and "batch" in g:
             roof = roofline_tokens_per_s(spec, batch=g["batch"], context=context, new_tokens=g["new_tokens"],
                                          copy_rate=rate)
-        lines.append(f"| {context:,} | {_cell(g)} | {_ratio(_median(g), roof, '.0%', '')} | {_cell(eager.get(key))} | "
+        lines.append(f"| {context:,} | {_cell(g)} | {_ratio(_median(g), roof, '.0%', '')} | {_cell(serial.get(key))} | "
+                     f"{_cell(eager.get(key))} | "
                      f"{_cell(torch_loop.get(key))} | {_cell(hf.get(key))} | {_ratio(_median(g), _median(hf.get(key)))} | "
                      f"{'' if roof is None else f'{roof:,.0f}'} |")
     return lines

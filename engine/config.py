@@ -30,6 +30,11 @@ class EngineConfig:
     size; on the CPU, where graphs do not exist, the same padded batch runs eagerly. Padding
     rows read and write only scratch pages outside the page pool (engine/decode_padding.py).
     The mode and the sizes are part of D.
+
+    ``overlap_decode`` (effective with ``cuda_graphs`` and outside check mode) launches the
+    next decode step of greedy requests before the host reads the current one's rows
+    (engine/llm_engine.py). It changes which rows share a step, never a row's inputs, so like
+    check mode it is not part of D.
     """
 
     page_size: int = 16
@@ -45,6 +50,7 @@ class EngineConfig:
     dtype: str | None = None
     num_threads: int = 1
     cuda_graphs: bool = False
+    overlap_decode: bool = True  # with cuda_graphs: launch a greedy decode step before reading the previous one
 
     def __post_init__(self) -> None:
         for name in ("page_size", "num_pages", "max_num_seqs", "max_num_batched_tokens",
@@ -68,8 +74,9 @@ class EngineConfig:
             raise ValueError(f"EngineConfig.device {self.device!r} is not 'cpu', 'cuda' or 'cuda:N'")
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ValueError(f"EngineConfig.dtype {self.dtype!r} is not one of {DTYPES}")
-        if not isinstance(self.cuda_graphs, bool):
-            raise ValueError(f"EngineConfig.cuda_graphs must be True or False, got {self.cuda_graphs!r}")
+        for name in ("cuda_graphs", "overlap_decode"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"EngineConfig.{name} must be True or False, got {getattr(self, name)!r}")
 
     @property
     def max_pages_per_seq(self) -> int:

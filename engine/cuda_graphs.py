@@ -48,15 +48,26 @@ class PaddedDecode:
         if runner.device.type == "cuda":
             self._capture_all()
 
-    def pad(self, chunks: Sequence["Chunk"]) -> PaddedDecodeBatch:
+    def pad(self, chunks: Sequence["Chunk"], *, tokens_on_device: bool = False) -> PaddedDecodeBatch:
         """The padded batch of a decode step."""
         config = self.runner.config
         return pad_decode(chunks, batch_size=graph_batch_size(len(chunks), self.sizes), page_size=config.page_size,
-                          num_pool_pages=config.num_pages)
+                          num_pool_pages=config.num_pages, tokens_on_device=tokens_on_device)
 
-    def run(self, chunks: Sequence["Chunk"]) -> tuple[torch.Tensor, torch.Tensor | None, list[LaunchRecord]]:
-        """``(logits [size, V], greedy tokens [size] or None, launches)``; rows past len(chunks) are padding."""
-        batch = self.runner.buffers.stage_decode(self.pad(chunks))
+    def run(self, chunks: Sequence["Chunk"], *, tokens_from: tuple[torch.Tensor, Sequence[int]] | None = None
+            ) -> tuple[torch.Tensor, torch.Tensor, list[LaunchRecord]]:
+        """``(logits [size, V], greedy tokens [size], launches)``; rows past len(chunks) are padding.
+
+        ``tokens_from = (tokens, rows)``: the chunks' tokens are ``tokens[rows[i]]``, a previous
+        step's greedy tokens still on the device, copied into the inputs there.
+        """
+        buffers = self.runner.buffers
+        if tokens_from is None:
+            batch = buffers.stage_decode(self.pad(chunks))
+        else:
+            previous_tokens, source_rows = tokens_from
+            batch = buffers.stage_decode(self.pad(chunks, tokens_on_device=True), source_rows)
+            buffers.gather_tokens(len(chunks), previous_tokens)
         captured = self.graphs.get(batch.input_ids.shape[0])
         if captured is None:  # the CPU: the same padded batch, eagerly
             return self.forward(batch, check_metadata=self.runner.check_metadata)
@@ -67,13 +78,12 @@ class PaddedDecode:
 
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch, *, check_metadata: bool
-                ) -> tuple[torch.Tensor, torch.Tensor | None, list[LaunchRecord]]:
-        """The padded forward, eagerly (what a graph captures), with greedy tokens on CUDA."""
+                ) -> tuple[torch.Tensor, torch.Tensor, list[LaunchRecord]]:
+        """The padded forward, eagerly (what a graph captures), with each row's greedy token."""
         runner = self.runner
         with use_plan(runner.plan, check_metadata=check_metadata), record_launches() as launches:
             logits = runner.model.forward(batch, runner.kv)
-        tokens = greedy_tokens(logits) if runner.device.type == "cuda" else None
-        return logits, tokens, launches
+        return logits, greedy_tokens(logits), launches
 
     def _capture_all(self) -> None:
         config = self.runner.config
@@ -91,7 +101,6 @@ class PaddedDecode:
             # thread_local: digest worker threads may run meanwhile (they never touch the stream)
             with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
                 logits, tokens, launches = self.forward(batch, check_metadata=False)
-            assert tokens is not None
             self.graphs[size] = _Captured(graph, logits, tokens, tuple(launches))
         torch.cuda.synchronize()
 

@@ -81,8 +81,14 @@ class PaddedDecodeBatch:
         return len(self.token_ids)
 
 
-def pad_decode(chunks: Sequence[_Chunk], *, batch_size: int, page_size: int, num_pool_pages: int) -> PaddedDecodeBatch:
-    """The padded batch of a decode step (``chunks`` may be empty: an all-padding batch for capture)."""
+def pad_decode(chunks: Sequence[_Chunk], *, batch_size: int, page_size: int, num_pool_pages: int,
+               tokens_on_device: bool = False) -> PaddedDecodeBatch:
+    """The padded batch of a decode step (``chunks`` may be empty: an all-padding batch for capture).
+
+    With ``tokens_on_device`` the real rows' tokens are not known on the host yet (a step
+    planned ahead of the one that samples them): their token id is a placeholder 0, which the
+    runner overwrites on the device before the step runs.
+    """
     if len(chunks) > batch_size:
         raise ValueError(f"{len(chunks)} rows do not fit a padded batch of {batch_size}")
     if any(c.end - c.start != 1 or not c.is_sampled for c in chunks):
@@ -90,7 +96,7 @@ def pad_decode(chunks: Sequence[_Chunk], *, batch_size: int, page_size: int, num
     token_ids, positions, slots, tables, seq_lens = [], [], [], [], []
     for c in chunks:
         position = c.start
-        token_ids.append(c.token_ids[position])
+        token_ids.append(0 if tokens_on_device else c.token_ids[position])
         positions.append(position)
         slots.append(c.page_table[position // page_size] * page_size + position % page_size)
         tables.append(c.page_table)

@@ -1,21 +1,35 @@
 """Bringing a step's logits (and device-chosen greedy tokens) to the host: the step loop's one wait.
 
 On CUDA the sampled rows are copied into one of a few pinned host slots and the host waits for
-that copy only; nothing else in a step synchronises. Trace digests are computed later, by
-worker threads, from the slot itself (engine/row_digests.py), so a slot is reused only after
-every reader registered on it has finished. On the CPU the logits already are on the host.
+that copy only; nothing else in a step synchronises. The copy is enqueued right after the
+step's kernels (:meth:`HostLogits.start`) and waited for later (:meth:`HostLogits.wait`), so the
+next step can be launched in between. Trace digests are computed later, by worker threads, from
+the slot itself (engine/row_digests.py), so a slot is reused only after every reader registered
+on it has finished. On the CPU the logits already are on the host.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import Future, wait
+from dataclasses import dataclass
 from typing import Iterable
 
 import torch
 
-__all__ = ["HostLogits", "NUM_HOST_SLOTS"]
+__all__ = ["HostFetch", "HostLogits", "NUM_HOST_SLOTS"]
 
-NUM_HOST_SLOTS = 3  # a slot is rewritten two steps after its digests were started (one after queued)
+# A slot is rewritten three steps after it was filled: one step may be in flight while the
+# previous one's rows are read and the one before that is still being hashed.
+NUM_HOST_SLOTS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class HostFetch:
+    """An enqueued copy of one step's sampled rows into host slot ``slot``."""
+
+    slot: int
+    num_rows: int
+    has_inputs: bool  # the rows' input token ids were copied too
 
 
 class HostLogits:
@@ -25,29 +39,40 @@ class HostLogits:
         self._logits = [torch.empty(max_num_rows, vocab_size, dtype=torch.float32, pin_memory=True)
                         for _ in range(num_slots)]
         self._tokens = [torch.empty(max_num_rows, dtype=torch.int64, pin_memory=True) for _ in range(num_slots)]
+        self._inputs = [torch.empty(max_num_rows, dtype=torch.int64, pin_memory=True) for _ in range(num_slots)]
         self._readers: list[list[Future]] = [[] for _ in range(num_slots)]
+        self._copied = [torch.cuda.Event() for _ in range(num_slots)]
         self._last = 0
-        self._done = torch.cuda.Event()
 
-    def fetch(self, logits: torch.Tensor, tokens: torch.Tensor, num_rows: int) -> tuple[torch.Tensor, list[int]]:
-        """Copy the first ``num_rows`` rows of ``logits`` [R, V] and ``tokens`` [R], wait, return them.
+    def start(self, logits: torch.Tensor, tokens: torch.Tensor, num_rows: int,
+              input_ids: torch.Tensor | None = None) -> HostFetch:
+        """Enqueue the copy of the first ``num_rows`` rows of ``logits`` [R, V] and ``tokens`` [R].
 
-        The returned ``[num_rows, V]`` host tensor is valid until the slot comes round again,
-        after every reader added with :meth:`add_readers` has finished.
+        ``input_ids`` [R], when given, are the rows' input tokens (a decode step's), copied too.
         """
         slot = (self._last + 1) % len(self._logits)
-        # Started after an earlier launch (the engine starts queued digests before every fetch);
-        # usually long finished. Errors surface where the digests are read.
+        # Started a few steps ago; usually long finished. Errors surface where the digests are read.
         wait(self._readers[slot])
         self._readers[slot] = []
         self._last = slot
-        host_logits, host_tokens = self._logits[slot][:num_rows], self._tokens[slot][:num_rows]
-        host_tokens.copy_(tokens[:num_rows], non_blocking=True)
-        host_logits.copy_(logits[:num_rows], non_blocking=True)
-        self._done.record()
-        self._done.synchronize()
-        return host_logits, host_tokens.tolist()
+        self._tokens[slot][:num_rows].copy_(tokens[:num_rows], non_blocking=True)
+        self._logits[slot][:num_rows].copy_(logits[:num_rows], non_blocking=True)
+        if input_ids is not None:
+            self._inputs[slot][:num_rows].copy_(input_ids[:num_rows], non_blocking=True)
+        self._copied[slot].record()
+        return HostFetch(slot, num_rows, input_ids is not None)
 
-    def add_readers(self, readers: Iterable[Future]) -> None:
-        """Keep the last fetched slot until ``readers`` have finished."""
-        self._readers[self._last].extend(readers)
+    def wait(self, fetch: HostFetch) -> tuple[torch.Tensor, list[int], list[int] | None]:
+        """Wait for ``fetch``'s copy; its ``[num_rows, V]`` rows, greedy tokens and input tokens (or None).
+
+        The rows stay valid until the slot comes round again, after every reader added with
+        :meth:`add_readers` has finished.
+        """
+        self._copied[fetch.slot].synchronize()
+        n, slot = fetch.num_rows, fetch.slot
+        inputs = self._inputs[slot][:n].tolist() if fetch.has_inputs else None
+        return self._logits[slot][:n], self._tokens[slot][:n].tolist(), inputs
+
+    def add_readers(self, fetch: HostFetch, readers: Iterable[Future]) -> None:
+        """Keep ``fetch``'s slot until ``readers`` have finished."""
+        self._readers[fetch.slot].extend(readers)

@@ -9,6 +9,14 @@ Greedy rows take the token the device chose (:func:`engine.sampler.greedy_tokens
 runner computed one; other rows go through :func:`engine.sampler.sample`. Logit-row digests
 are computed by worker threads (engine/row_digests.py), started once the next step's kernels
 are launched, and waited for when an output is built.
+
+Overlapped decode (``overlap_decode``, with ``cuda_graphs``, not in check mode): when a decode
+step of greedy requests is launched, the next decode step is planned and launched before the
+host reads the first one's rows, its tokens copied on the device from the first one's greedy
+tokens (:meth:`engine.scheduler.Scheduler.schedule_ahead`). The host then plans, samples and
+commits while the device computes. A row of a request that the earlier step finished (a stop
+token) or that was cancelled meanwhile is dropped unread. Which rows share a step changes;
+no row's inputs do.
 """
 
 from __future__ import annotations
@@ -26,11 +34,11 @@ from engine.checks import InvariantChecker
 from engine.config import EngineConfig
 from engine.deployment import DeploymentMismatch, build_deployment
 from engine.model_config import read_model_spec
-from engine.model_runner import Chunk, ModelRunner
+from engine.model_runner import Chunk, Launched, ModelRunner
 from engine.row_digests import DigestQueue, PendingEntry, resolve_entries
 from engine.sampler import sample
 from engine.sampling_params import SamplerState, SamplingParams
-from engine.scheduler import Scheduler, StepPlan
+from engine.scheduler import ScheduledChunk, Scheduler, StepPlan
 from engine.sequence import Sequence as Request
 from engine.trace import Trace
 
@@ -93,6 +101,10 @@ def _output(seq: Request) -> RequestOutput:
                          seq.num_preemptions)
 
 
+def _chunks(chunks: Sequence[ScheduledChunk]) -> list[Chunk]:
+    return [Chunk(c.seq.token_ids, c.seq.page_table, c.start, c.end, c.is_sampled) for c in chunks]
+
+
 class LLMEngine:
     """A deterministic engine over one checkpoint, with the step-level API."""
 
@@ -123,6 +135,11 @@ class LLMEngine:
         self._ids = itertools.count()
         self._used_ids: set[str] = set()
         self._failure: BaseException | None = None
+        # A step planned and launched ahead, not yet read: (plan, launched)
+        self._ahead: tuple[StepPlan, Launched] | None = None
+        self.can_overlap = self.config.overlap_decode and self.config.cuda_graphs and not self.config.check_mode
+        self.num_steps_ahead = 0  # decode steps launched before the previous step's rows were read
+        self.num_dropped_rows = 0  # their rows of requests that had finished meanwhile, dropped unread
 
     # --- requests ----------------------------------------------------------------------------
     def validate(self, prompt_token_ids: Sequence[int], params: SamplingParams) -> None:
@@ -184,23 +201,37 @@ class LLMEngine:
             raise
 
     def _step(self) -> StepResult:
-        plan: StepPlan = self.scheduler.schedule()
-        if not plan.chunks and self.scheduler.has_unfinished():
-            raise RuntimeError("the scheduler planned an empty step while requests are unfinished")
-        if self.checker:
-            self.checker.before_forward(plan)
+        self._drop_dead_ahead()
+        if self._ahead is not None:
+            (plan, launched), self._ahead = self._ahead, None
+            live = {id(c) for c in Scheduler.live_chunks(plan)}
+            rows = [i for i, c in enumerate(plan.chunks) if id(c) in live]  # launched rows still wanted
+            self.num_dropped_rows += len(plan.chunks) - len(rows)
+            plan = StepPlan(tuple(plan.chunks[i] for i in rows), (), (), plan.num_evicted_pages)
+        else:
+            plan = self.scheduler.schedule()
+            if not plan.chunks and self.scheduler.has_unfinished():
+                raise RuntimeError("the scheduler planned an empty step while requests are unfinished")
+            if self.checker:
+                self.checker.before_forward(plan)
+            launched = self.runner.launch(_chunks(plan.chunks)) if plan.chunks else None
+            rows = list(range(len(plan.sampled)))
+        if launched is not None and self.can_overlap and all(c.seq.params.is_greedy for c in plan.chunks):
+            self._launch_ahead(plan, launched, rows)
+        self.digests.start()
         logits, greedy_tokens = torch.empty(0, self.spec.vocab_size), None
-        if plan.chunks:
-            logits = self.runner.execute([Chunk(c.seq.token_ids, c.seq.page_table, c.start, c.end, c.is_sampled)
-                                          for c in plan.chunks], while_running=self.digests.start)
+        if launched is not None:
+            logits = self.runner.collect(launched)
             greedy_tokens = self.runner.last_greedy_tokens
+            if launched.input_ids is not None:
+                self._check_inputs_taken_ahead(plan, rows)
         if self.checker:
             self.checker.after_forward(plan, self.runner.last_launches, logits)
         sampled, readers = [], []
-        for i, (chunk, row) in enumerate(zip(plan.sampled, logits)):  # row: [V] float32
-            seq = chunk.seq
+        for chunk, r in zip(plan.sampled, rows):
+            row, seq = logits[r], chunk.seq  # row: [V] float32
             if seq.params.is_greedy and greedy_tokens is not None:
-                token, state = greedy_tokens[i], seq.sampler_state.advanced()
+                token, state = greedy_tokens[r], seq.sampler_state.advanced()
             else:
                 token, state = sample(row, seq.params, seq.sampler_state)
             kept = row.clone() if self.config.keep_logit_rows else None
@@ -213,11 +244,39 @@ class LLMEngine:
         finished = self.scheduler.commit(plan, sampled)
         if self.checker:
             self.checker.after_commit()
+        self._drop_dead_ahead()
         scheduled = tuple(ScheduledRows(c.seq.request_id, c.start, c.end, c.is_sampled) for c in plan.chunks)
         result = StepResult(self.num_steps, scheduled, plan.admitted, plan.preempted, plan.num_evicted_pages,
                             tuple(self._output(s) for s in finished))
         self.num_steps += 1
         return result
+
+    def _check_inputs_taken_ahead(self, plan: StepPlan, rows: list[int]) -> None:
+        """Each row of a step launched ahead read the token its request's history now holds there."""
+        read = self.runner.last_input_tokens
+        assert read is not None
+        for chunk, r in zip(plan.chunks, rows):
+            if read[r] != chunk.seq.token_ids[chunk.start]:
+                raise RuntimeError(f"request {chunk.seq.request_id}: the step launched ahead read token {read[r]} "
+                                   f"at position {chunk.start}, but the history holds "
+                                   f"{chunk.seq.token_ids[chunk.start]} there")
+
+    def _drop_dead_ahead(self) -> None:
+        """Wait for and forget a step launched ahead none of whose requests still runs."""
+        if self._ahead is not None and not Scheduler.live_chunks(self._ahead[0]):
+            self.runner.collect(self._ahead[1])
+            self.num_dropped_rows += len(self._ahead[0].chunks)
+            self._ahead = None
+
+    def _launch_ahead(self, plan: StepPlan, launched: Launched, rows: list[int]) -> None:
+        """Plan and launch the decode step after ``plan`` (launched, rows not yet read), if it can be."""
+        ahead = self.scheduler.schedule_ahead(plan, max_num_rows=max(self.config.graph_batch_sizes))
+        if ahead is None:
+            return
+        row_of = {id(c.seq): r for c, r in zip(plan.chunks, rows)}
+        source_rows = [row_of[id(c.seq)] for c in ahead.chunks]
+        self._ahead = (ahead, self.runner.launch(_chunks(ahead.chunks), tokens_from=(launched, source_rows)))
+        self.num_steps_ahead += 1
 
     def run(self) -> list[RequestOutput]:
         """Step until nothing is unfinished; the finished outputs in finishing order."""

@@ -5,7 +5,9 @@ block table always has max_pages_per_seq columns: no tensor shape depends on ano
 length. With ``cuda_graphs`` on, decode steps are padded and, on CUDA, replayed from captured
 graphs (engine/cuda_graphs.py); every other step runs eagerly. On CUDA the sampled rows and
 their greedy tokens come back through pinned host slots with the step's only wait
-(engine/host_logits.py).
+(engine/host_logits.py). A :meth:`ModelRunner.launch` call enqueues a step and a later
+:meth:`ModelRunner.collect` reads it, so the engine can launch the next decode step in between, its
+tokens taken on the device from the step before.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import torch
 from engine.config import EngineConfig
 from engine.cuda_graphs import PaddedDecode
 from engine.decode_padding import is_decode_step, num_scratch_pages
-from engine.host_logits import HostLogits
+from engine.host_logits import HostFetch, HostLogits
 from engine.model import ForwardBatch, KVCache, LlamaModel
 from engine.model_config import ModelSpec
 from engine.rope import cos_sin_table
@@ -44,6 +46,18 @@ class Chunk:
     start: int
     end: int
     is_sampled: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Launched:
+    """A step whose kernels are enqueued and whose sampled rows are not yet read."""
+
+    num_sampled: int
+    logits: torch.Tensor  # [R, V] float32 on the device; the first num_sampled rows are the sampled ones
+    tokens: torch.Tensor | None  # [R] int64 greedy tokens (None: eager CPU steps, chosen on the host)
+    input_ids: torch.Tensor | None  # [R] int64 input tokens of a step whose tokens were taken on the device
+    launches: tuple[LaunchRecord, ...]
+    fetch: HostFetch | None  # the enqueued copy to pinned host slots (CUDA)
 
 
 def _pack(chunks: Sequence[Chunk], page_size: int, max_pages: int) -> dict[str, torch.Tensor]:
@@ -89,6 +103,8 @@ class ModelRunner:
         self.check_metadata = config.check_mode or self.device.type == "cpu"
         self.last_launches: list[LaunchRecord] = []
         self.last_greedy_tokens: list[int] | None = None  # the device's greedy choice per sampled row
+        self._last_fetch: HostFetch | None = None
+        self.last_input_tokens: list[int] | None = None  # per row, of a step that took its tokens on the device
         self.buffers = StepBuffers(max_num_rows=config.max_num_batched_tokens, max_num_seqs=config.max_num_seqs,
                                    max_pages_per_seq=config.max_pages_per_seq, device=self.device)
         self.host_logits = (HostLogits(max_num_rows=config.max_num_seqs, vocab_size=spec.vocab_size)
@@ -96,38 +112,72 @@ class ModelRunner:
         self.padded_decode = PaddedDecode(self) if config.cuda_graphs else None
 
     def execute(self, chunks: Sequence[Chunk], *, while_running: Callable[[], None] | None = None) -> torch.Tensor:
-        """Run one step; ``[S, V]`` float32 logits of the sampled chunks, on the CPU, in chunk order.
+        """Run one step: :meth:`launch`, ``while_running()``, then :meth:`collect`."""
+        launched = self.launch(chunks)
+        if while_running is not None:
+            while_running()
+        return self.collect(launched)
 
-        ``while_running`` is called once the step's kernels are launched, before the host waits
-        for them (on the CPU, where the forward is synchronous, after it). On CUDA the rows sit
-        in a pinned slot that stays valid until the slot comes round again after its readers
-        (:meth:`keep_rows_for`) finish; :attr:`last_greedy_tokens` holds the device's greedy
-        token of each row.
+    def launch(self, chunks: Sequence[Chunk], *, tokens_from: tuple[Launched, Sequence[int]] | None = None
+               ) -> Launched:
+        """Enqueue one step's kernels and the copy of its sampled rows to the host (CUDA).
+
+        ``tokens_from = (launched, rows)`` launches a decode step whose chunk ``i`` takes as
+        its one token the greedy token of row ``rows[i]`` of the earlier step ``launched``,
+        read on the device; the chunks' ``token_ids`` need not hold it yet.
         """
         if len(chunks) > self.config.max_num_seqs or sum(c.end - c.start for c in chunks) > \
                 self.config.max_num_batched_tokens:
             raise ValueError("step exceeds the engine limits it was planned under")
         num_sampled = sum(1 for c in chunks if c.is_sampled)
+        input_ids = None
         if self.padded_decode is not None and is_decode_step(chunks, self.padded_decode.sizes):
-            logits, tokens, launches = self.padded_decode.run(chunks)
+            previous = None
+            if tokens_from is not None:
+                earlier, rows = tokens_from
+                if earlier.tokens is None:
+                    raise ValueError("a step launched ahead needs the earlier step's greedy tokens on the device")
+                previous = (earlier.tokens, rows)
+                input_ids = self.buffers.decode.device["input_ids"]
+            logits, tokens, launches = self.padded_decode.run(chunks, tokens_from=previous)
+        elif tokens_from is not None:
+            raise ValueError("only padded decode steps take their tokens from an earlier step")
         else:
             batch = self.buffers.stage(_pack(chunks, self.config.page_size, self.config.max_pages_per_seq))
             with use_plan(self.plan, check_metadata=self.check_metadata), record_launches() as launches:
                 logits = self.model.forward(batch, self.kv)
             tokens = greedy_tokens(logits) if self.host_logits is not None and num_sampled else None
-        if while_running is not None:
-            while_running()
-        self.last_launches = list(launches)
-        if self.host_logits is None or not num_sampled:
-            self.last_greedy_tokens = None
-            return logits[:num_sampled].to("cpu")
-        host, self.last_greedy_tokens = self.host_logits.fetch(logits, tokens, num_sampled)
+        fetch = None
+        if self.host_logits is not None and num_sampled:
+            assert tokens is not None
+            fetch = self.host_logits.start(logits, tokens, num_sampled, input_ids)
+        elif input_ids is not None:  # the CPU: the forward has run, the staged inputs are final
+            input_ids = input_ids[:num_sampled].clone()
+        return Launched(num_sampled, logits, tokens, input_ids, tuple(launches), fetch)
+
+    def collect(self, launched: Launched) -> torch.Tensor:
+        """``[S, V]`` float32 logits of a launched step's sampled chunks, on the CPU, in chunk order.
+
+        Waits for the step. On CUDA the rows sit in a pinned slot that stays valid until the
+        slot comes round again after its readers (:meth:`keep_rows_for`) finish;
+        :attr:`last_greedy_tokens` holds the device's greedy token of each row and, for a step
+        launched with ``tokens_from``, :attr:`last_input_tokens` the token each row read.
+        """
+        self.last_launches = list(launched.launches)
+        self._last_fetch = launched.fetch
+        if launched.fetch is None:
+            tokens, inputs = launched.tokens, launched.input_ids
+            self.last_greedy_tokens = None if tokens is None else tokens[:launched.num_sampled].tolist()
+            self.last_input_tokens = None if inputs is None else inputs.tolist()
+            return launched.logits[:launched.num_sampled].to("cpu")
+        assert self.host_logits is not None
+        host, self.last_greedy_tokens, self.last_input_tokens = self.host_logits.wait(launched.fetch)
         return host
 
     def keep_rows_for(self, readers: Iterable[Future]) -> None:
-        """Keep the rows :meth:`execute` returned last until ``readers`` have finished (CUDA slots)."""
-        if self.host_logits is not None:
-            self.host_logits.add_readers(readers)
+        """Keep the rows :meth:`collect` returned last until ``readers`` have finished (CUDA slots)."""
+        if self.host_logits is not None and self._last_fetch is not None:
+            self.host_logits.add_readers(self._last_fetch, readers)
 
     def cold_kv(self, token_ids: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """K and V of every position of ``token_ids`` computed from scratch in a private cache.

@@ -128,6 +128,52 @@ class Scheduler:
             budget -= end - start
         return StepPlan(tuple(chunks), tuple(admitted), tuple(preempted), bm.num_evictions - evictions_before)
 
+    def schedule_ahead(self, plan: StepPlan, *, max_num_rows: int) -> StepPlan | None:
+        """Plan the decode step after ``plan`` before ``plan`` is committed; None when it cannot be.
+
+        Possible when ``plan`` is a decode step of every running request, nothing waits for
+        admission, and the pages for one more position of each continuing request are free
+        without preempting. A request continues unless ``plan``'s commit makes it reach
+        ``max_tokens``; a request the commit finishes otherwise (a stop token) or a later
+        cancel leaves a *dead* chunk in the returned plan, which the caller drops
+        (:meth:`live_chunks`). Its row writes K/V only to the request's own page past its
+        history, a page released with the request and never published. The new chunks start
+        at ``plan``'s ends: their token is the one ``plan`` samples, still unknown here.
+        """
+        if self.waiting or not plan.chunks or len(plan.chunks) != len(self.running) or \
+                any(c.num_tokens != 1 or not c.is_sampled for c in plan.chunks) or \
+                {id(c.seq) for c in plan.chunks} != {id(s) for s in self.running}:
+            return None
+        # history after the commit is end + 1 positions, of which end + 1 - prompt are produced
+        going_on = [c for c in plan.chunks
+                    if c.end + 1 - c.seq.num_prompt_tokens < c.seq.params.max_tokens]
+        if not going_on or len(going_on) > min(self.max_num_batched_tokens, max_num_rows):
+            return None
+        bm = self.block_manager
+        num_new_pages = [c.end // self.page_size + 1 - len(c.seq.page_table) for c in going_on]
+        if sum(num_new_pages) > bm.num_available_pages:
+            return None
+        evictions_before = bm.num_evictions
+        for c, num_needed in zip(going_on, num_new_pages):
+            for _ in range(num_needed):
+                bm.allocate(c.seq.page_table)
+        chunks = tuple(ScheduledChunk(c.seq, c.end, c.end + 1, True) for c in going_on)
+        return StepPlan(chunks, (), (), bm.num_evictions - evictions_before)
+
+    @staticmethod
+    def live_chunks(plan: StepPlan) -> tuple[ScheduledChunk, ...]:
+        """The chunks of a plan made ahead whose request still runs from exactly the chunk's start."""
+        live = []
+        for c in plan.chunks:
+            if c.seq.status is not RequestStatus.RUNNING:
+                continue  # finished by the previous commit (a stop token) or cancelled since
+            if c.seq.num_computed_tokens != c.start or c.seq.num_tokens != c.end:
+                raise RuntimeError(f"request {c.seq.request_id}: a step planned ahead for positions "
+                                   f"[{c.start}, {c.end}) no longer matches its history of {c.seq.num_tokens} "
+                                   f"({c.seq.num_computed_tokens} computed)")
+            live.append(c)
+        return tuple(live)
+
     def commit(self, plan: StepPlan, sampled: Seq[tuple[int, SamplerState]]) -> list[Sequence]:
         """Apply a computed step: publish full pages, append sampled tokens, finish requests.
 

@@ -7,10 +7,13 @@ are copied in from host tensors. Padded decode steps have their own region: ever
 decode step of up to max_num_seqs rows in one block of memory, the block table last, written
 into a host mirror (pinned on CUDA) and copied with one asynchronous copy of the part in use
 (each copy call lets the step loop's thread give up the interpreter lock, and every hand-back
-cost time on a busy host): the host never waits.
+cost time on a busy host): the host never waits. On CUDA there are two host mirrors, used in
+turn, because a decode step may be staged while the previous step's copy is still queued.
 """
 
 from __future__ import annotations
+
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -27,7 +30,8 @@ class DecodeRegion:
     """The inputs of padded decode steps in one block of bytes, on the device and mirrored on the host.
 
     Layout, for ``S = max_num_seqs`` and ``P = max_pages_per_seq``: input_ids, positions,
-    slot_mapping, sample_rows ([S] int64 each), seq_lens ([S] int32), query_start_loc
+    slot_mapping, sample_rows, source_rows ([S] int64 each; source_rows names, for a step whose
+    tokens are still on the device, each row's row in the previous step), seq_lens ([S] int32), query_start_loc
     ([S + 1] int32), block_table ([S, P] int32). A step of ``n`` rows uses every field's first
     ``n`` rows; with the table last, all of them lie in the block's first
     :meth:`used_bytes` ``(n)`` bytes.
@@ -36,8 +40,8 @@ class DecodeRegion:
     def __init__(self, *, max_num_seqs: int, max_pages_per_seq: int, device: torch.device) -> None:
         s, p = max_num_seqs, max_pages_per_seq
         fields = [("input_ids", (s,), _I64), ("positions", (s,), _I64), ("slot_mapping", (s,), _I64),
-                  ("sample_rows", (s,), _I64), ("seq_lens", (s,), _I32), ("query_start_loc", (s + 1,), _I32),
-                  ("block_table", (s, p), _I32)]
+                  ("sample_rows", (s,), _I64), ("source_rows", (s,), _I64), ("seq_lens", (s,), _I32),
+                  ("query_start_loc", (s + 1,), _I32), ("block_table", (s, p), _I32)]
         self._offsets: dict[str, int] = {}
         offset = 0
         for name, shape, dtype in fields:
@@ -45,10 +49,10 @@ class DecodeRegion:
             offset += int(np.prod(shape)) * dtype.itemsize
         self.table_row_bytes = p * _I32.itemsize
         self.device_bytes = torch.zeros(offset, dtype=torch.uint8, device=device)
-        self.host_bytes = self.device_bytes if device.type == "cpu" else \
-            torch.zeros(offset, dtype=torch.uint8, pin_memory=True)
+        self.host_bytes = [self.device_bytes] if device.type == "cpu" else \
+            [torch.zeros(offset, dtype=torch.uint8, pin_memory=True) for _ in range(2)]
         self.device = self._views(self.device_bytes, fields)
-        self.host = self._views(self.host_bytes, fields)
+        self.hosts = [self._views(raw, fields) for raw in self.host_bytes]
 
     def _views(self, raw: torch.Tensor, fields: list) -> dict[str, torch.Tensor]:
         views = {}
@@ -61,11 +65,12 @@ class DecodeRegion:
         """Bytes from the start of the block that hold every field's first ``num_rows`` rows."""
         return self._offsets["block_table"] + num_rows * self.table_row_bytes
 
-    def copy_to_device(self, num_rows: int) -> None:
+    def copy_to_device(self, mirror: int, num_rows: int) -> None:
         """One asynchronous copy of the part a step of ``num_rows`` rows uses (nothing on the CPU)."""
-        if self.host_bytes is not self.device_bytes:
+        host = self.host_bytes[mirror]
+        if host is not self.device_bytes:
             used = self.used_bytes(num_rows)
-            self.device_bytes[:used].copy_(self.host_bytes[:used], non_blocking=True)
+            self.device_bytes[:used].copy_(host[:used], non_blocking=True)
 
 
 class StepBuffers:
@@ -80,11 +85,13 @@ class StepBuffers:
         self.device = device
         self.buffers = {name: torch.zeros(shape, dtype=dtype, device=device) for name, (shape, dtype) in shapes.items()}
         self.decode = DecodeRegion(max_num_seqs=max_num_seqs, max_pages_per_seq=max_pages_per_seq, device=device)
-        self._arrays = {name: t.numpy() for name, t in self.decode.host.items()}  # views sharing the host memory
-        # What each host block-table row holds (zeros after it; None: unknown), so a growing table
-        # is written incrementally: a long context's row is not converted from Python ints at
-        # every step.
-        self._table_rows: list[list[int] | None] = [None] * max_num_seqs
+        # numpy views sharing each host mirror's memory
+        self._arrays = [{name: t.numpy() for name, t in host.items()} for host in self.decode.hosts]
+        # What each block-table row of each mirror holds (zeros after it; None: unknown), so a
+        # growing table is written incrementally: a long context's row is not converted from
+        # Python ints at every step.
+        self._table_rows: list[list[list[int] | None]] = [[None] * max_num_seqs for _ in self.decode.hosts]
+        self._mirror = 0
         self._decode_views: dict[int, ForwardBatch] = {}  # by batch size: slicing costs ~20 us a step
 
     def views(self, num_tokens: int, num_seqs: int, num_sampled: int) -> ForwardBatch:
@@ -100,36 +107,52 @@ class StepBuffers:
             views[name] = view
         return ForwardBatch(**views)
 
-    def stage_decode(self, batch: PaddedDecodeBatch) -> ForwardBatch:
-        """Write a padded decode batch into the decode region's host mirror and copy it to the device.
+    def stage_decode(self, batch: PaddedDecodeBatch, source_rows: Sequence[int] = ()) -> ForwardBatch:
+        """Write a padded decode batch into a host mirror of the decode region and copy it to the device.
 
         Every table column past a row's pages is zero, so staged inputs are a function of this
-        step alone. A previous step's copy has completed: each step ends with the host waiting
-        for its logits, which the device computes after its input copy.
+        step alone. ``source_rows`` (one per real row, or empty) is staged for
+        :meth:`gather_tokens`. The mirror written was last copied two stagings ago; that copy
+        has completed, since between two stagings the host waits for a step's logits, which the
+        device computes after the step's input copy.
         """
         size = batch.batch_size
-        a = self._arrays
+        self._mirror = (self._mirror + 1) % len(self._arrays)
+        a = self._arrays[self._mirror]
         a["input_ids"][:size] = batch.token_ids
+        a["source_rows"][:len(source_rows)] = source_rows
         a["positions"][:size] = batch.positions
         a["slot_mapping"][:size] = batch.slots
         a["seq_lens"][:size] = batch.seq_lens
         a["query_start_loc"][:size + 1] = np.arange(size + 1, dtype=np.int32)
         a["sample_rows"][:size] = np.arange(size, dtype=np.int64)
         table = a["block_table"]
+        held_rows = self._table_rows[self._mirror]
         for row, pages in enumerate(batch.page_tables):
             pages = list(pages)
-            held = self._table_rows[row]
+            held = held_rows[row]
             if held is not None and pages[:len(held)] == held:  # the same table, grown or unchanged
                 table[row, len(held):len(pages)] = pages[len(held):]
             else:
                 table[row, :len(pages)] = pages
                 table[row, len(pages):] = 0
-            self._table_rows[row] = pages
-        self.decode.copy_to_device(size)
+            held_rows[row] = pages
+        self.decode.copy_to_device(self._mirror, size)
         views = self._decode_views.get(size)
         if views is None:
             views = self._decode_views[size] = _leading(self.decode.device, size, size, size)
         return views
+
+
+    def gather_tokens(self, num_rows: int, previous_tokens: torch.Tensor) -> None:
+        """Set the first ``num_rows`` staged input ids from a previous step's device tokens.
+
+        ``previous_tokens`` [R] int64 holds the previous step's greedy tokens; row ``i`` takes
+        entry ``source_rows[i]``. Enqueued after the staging copy, so it overwrites the staged
+        placeholders; the host never sees these tokens before the step runs.
+        """
+        device = self.decode.device
+        torch.index_select(previous_tokens, 0, device["source_rows"][:num_rows], out=device["input_ids"][:num_rows])
 
 
 def _leading(fields: dict[str, torch.Tensor], num_tokens: int, num_seqs: int, num_sampled: int) -> ForwardBatch:

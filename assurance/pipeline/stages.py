@@ -27,6 +27,7 @@ PROPERTY_TESTS: dict[str, tuple[str, ...]] = {
     "engine.cache.provenance": ("tests/engine/test_block_manager.py", "tests/engine/test_block_manager_stateful.py"),
     "engine.cache.publication": ("tests/engine/test_scheduler.py", "tests/engine/test_scheduler_stateful.py"),
     "engine.invariants": ("tests/engine/test_check_mode.py",),
+    "engine.overlap": ("tests/engine/test_overlap.py",),
 }
 
 

@@ -58,14 +58,14 @@ def test_a_corrupted_cached_page_breaks_kv_value_consistency(tiny_dir):
 def test_a_write_into_a_published_page_breaks_write_isolation(tiny_dir, monkeypatch):
     engine = engine_with_cached_donor(tiny_dir)
     pid = next(p.page_id for p in engine.block_manager.pages if p.has_provenance)
-    real_execute = engine.runner.execute
+    real_collect = engine.runner.collect
 
-    def execute_and_scribble(chunks, **kwargs):
-        logits = real_execute(chunks, **kwargs)
+    def collect_and_scribble(launched):
+        logits = real_collect(launched)
         engine.runner.kv.v[1, pid, 0, 0, 0] += 1.0
         return logits
 
-    monkeypatch.setattr(engine.runner, "execute", execute_and_scribble)
+    monkeypatch.setattr(engine.runner, "collect", collect_and_scribble)
     engine.add_request([1, 2, 3], PARAMS)
     with pytest.raises(WriteIsolationViolation, match=f"page {pid}"):
         engine.step()
@@ -91,15 +91,15 @@ def test_a_chunk_targeting_a_shared_page_is_refused_before_the_forward(tiny_dir,
 
 def test_a_launch_outside_the_sealed_plan_breaks_kernel_configuration(tiny_dir, monkeypatch):
     engine = checked_engine(tiny_dir)
-    real_execute = engine.runner.execute
+    real_collect = engine.runner.collect
 
-    def execute_with_an_unsealed_launch(chunks, **kwargs):
-        logits = real_execute(chunks, **kwargs)
+    def collect_with_an_unsealed_launch(launched):
+        logits = real_collect(launched)
         record = engine.runner.last_launches[0]
         engine.runner.last_launches[0] = LaunchRecord(record.kernel, record.key, {**record.config, "num_warps": 16})
         return logits
 
-    monkeypatch.setattr(engine.runner, "execute", execute_with_an_unsealed_launch)
+    monkeypatch.setattr(engine.runner, "collect", collect_with_an_unsealed_launch)
     engine.add_request([1, 2, 3], PARAMS)
     with pytest.raises(KernelConfigViolation, match="kernel configuration consistency"):
         engine.step()
@@ -107,14 +107,14 @@ def test_a_launch_outside_the_sealed_plan_breaks_kernel_configuration(tiny_dir, 
 
 def test_a_missing_launch_breaks_kernel_configuration(tiny_dir, monkeypatch):
     engine = checked_engine(tiny_dir)
-    real_execute = engine.runner.execute
+    real_collect = engine.runner.collect
 
-    def execute_dropping_attention(chunks, **kwargs):
-        logits = real_execute(chunks, **kwargs)
+    def collect_dropping_attention(launched):
+        logits = real_collect(launched)
         engine.runner.last_launches[:] = [r for r in engine.runner.last_launches if r.kernel != "paged_attention"]
         return logits
 
-    monkeypatch.setattr(engine.runner, "execute", execute_dropping_attention)
+    monkeypatch.setattr(engine.runner, "collect", collect_dropping_attention)
     engine.add_request([1, 2, 3], PARAMS)
     with pytest.raises(KernelConfigViolation, match="launch counts"):
         engine.step()
@@ -139,14 +139,14 @@ def test_violations_share_one_base_type():
 
 def test_non_finite_logits_break_the_attention_premise(tiny_dir, monkeypatch):
     engine = checked_engine(tiny_dir)
-    real_execute = engine.runner.execute
+    real_collect = engine.runner.collect
 
-    def execute_with_nan(chunks, **kwargs):
-        logits = real_execute(chunks, **kwargs).clone()  # a normal tensor: the forward returns inference tensors
+    def collect_with_nan(launched):
+        logits = real_collect(launched).clone()  # a normal tensor: the forward returns inference tensors
         logits[0, 3] = float("nan")
         return logits
 
-    monkeypatch.setattr(engine.runner, "execute", execute_with_nan)
+    monkeypatch.setattr(engine.runner, "collect", collect_with_nan)
     engine.add_request([1, 2, 3], PARAMS)
     with pytest.raises(KernelConfigViolation, match="not all finite"):
         engine.step()

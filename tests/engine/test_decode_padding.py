@@ -163,8 +163,8 @@ def test_padded_decode_equals_eager_bitwise_and_writes_nowhere_in_the_pool(tiny_
 
 def test_the_pool_comparison_detects_a_padding_row_writing_into_the_pool(tiny_dir, monkeypatch):
     # Negative control: padding rows aimed at the pool's last page (no request holds it).
-    def leaky_pad(chunks, *, batch_size, page_size, num_pool_pages):
-        return pad_decode(chunks, batch_size=batch_size, page_size=page_size, num_pool_pages=num_pool_pages - 1)
+    def leaky_pad(chunks, *, num_pool_pages, **kwargs):
+        return pad_decode(chunks, num_pool_pages=num_pool_pages - 1, **kwargs)
 
     eager, eager_engine = run(tiny_dir, PROMPTS[:3], GREEDY)
     monkeypatch.setattr(engine.cuda_graphs, "pad_decode", leaky_pad)

@@ -1,5 +1,7 @@
 """Scheduler rules, one at a time (torch-free): publication order, chunk alignment, queueing, preemption."""
 
+import pytest
+
 from engine.block_manager import BlockManager
 from engine.config import EngineConfig
 from engine.sampling_params import SamplingParams
@@ -85,3 +87,65 @@ def test_a_decode_without_a_page_preempts_the_youngest_which_recomputes():
     assert young.num_preemptions >= 1 and len(young.prefill_chunk_ends) >= 2
     assert old.output_token_ids == [0] * 12 and young.output_token_ids == [0] * 12
     assert bm.num_available_pages == 8
+
+
+def decoding(scheduler, *seqs):
+    """Admit ``seqs`` and run their prefill: the next plan is a decode step of all of them."""
+    for seq in seqs:
+        scheduler.add(seq)
+    run_step(scheduler)
+    return scheduler.schedule()
+
+
+def test_a_step_planned_ahead_continues_every_request_one_position_on():
+    scheduler, bm = make()
+    a, b = request("a", range(1, 4), max_tokens=8), request("b", range(1, 7), max_tokens=8)
+    plan = decoding(scheduler, a, b)
+    free = bm.num_available_pages
+    ahead = scheduler.schedule_ahead(plan, max_num_rows=4)
+    assert [(c.seq, c.start, c.end, c.is_sampled) for c in ahead.chunks] == [(a, 4, 5, True), (b, 7, 8, True)]
+    assert len(a.page_table) == 2 and bm.num_available_pages == free - 1  # position 4 opens a's second page
+    scheduler.commit(plan, [(0, a.sampler_state.advanced()), (0, b.sampler_state.advanced())])
+    assert Scheduler.live_chunks(ahead) == ahead.chunks
+
+
+def test_no_step_is_planned_ahead_when_the_next_one_could_differ():
+    scheduler, bm = make()
+    a = request("a", range(1, 4), max_tokens=8)
+    plan = decoding(scheduler, a)
+    scheduler.add(request("waiting", [1, 2]))
+    assert scheduler.schedule_ahead(plan, max_num_rows=4) is None  # admission comes first
+    scheduler, bm = make()
+    first = scheduler.schedule()
+    assert scheduler.schedule_ahead(first, max_num_rows=4) is None  # nothing to plan from
+    scheduler.add(request("a", range(1, 4)))
+    assert scheduler.schedule_ahead(scheduler.schedule(), max_num_rows=4) is None  # a prefill step
+    scheduler, _ = make()
+    plan = decoding(scheduler, request("a", range(1, 4), max_tokens=2))
+    assert scheduler.schedule_ahead(plan, max_num_rows=4) is None  # its commit reaches max_tokens
+    scheduler, _ = make()
+    plan = decoding(scheduler, request("a", range(1, 4)), request("b", range(1, 4)))
+    assert scheduler.schedule_ahead(plan, max_num_rows=1) is None  # more rows than a padded step holds
+
+
+def test_a_step_is_not_planned_ahead_when_it_would_need_a_preemption():
+    scheduler, bm = make(num_pages=2, max_model_len=8)
+    a = request("a", range(1, 4), max_tokens=4)  # decodes position 3 in one page; position 4 needs a second
+    plan = decoding(scheduler, a)
+    bm.allocate([])  # someone else holds the last free page
+    assert scheduler.schedule_ahead(plan, max_num_rows=4) is None
+    assert len(a.page_table) == 1  # nothing was allocated
+
+
+def test_live_chunks_drop_finished_requests_and_refuse_a_stale_plan():
+    scheduler, _ = make()
+    a, b = request("a", range(1, 4), max_tokens=8), request("b", range(1, 4), max_tokens=8)
+    a.stop_token_ids = frozenset({7})
+    plan = decoding(scheduler, a, b)
+    ahead = scheduler.schedule_ahead(plan, max_num_rows=4)
+    scheduler.commit(plan, [(7, a.sampler_state.advanced()), (5, b.sampler_state.advanced())])
+    assert a.finish_reason == "stop" and not a.page_table  # its page of the step ahead went back too
+    assert [c.seq for c in Scheduler.live_chunks(ahead)] == [b]
+    b.token_ids.append(1)  # the history moved on without the step planned ahead
+    with pytest.raises(RuntimeError, match="no longer matches"):
+        Scheduler.live_chunks(ahead)

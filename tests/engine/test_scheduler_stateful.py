@@ -4,7 +4,8 @@ A fake model stands in for the forward: a chunk writes, into each scheduled slot
 prefix of its position (the ghost), and a sampled chunk *reads* the slots of every position of
 its history back from the ghost and turns what it read into a token. Any wrong reuse, overwrite
 or stale page changes what is read. Scheduling (batching, chunking, reuse, preemption, queueing,
-cancellation) must never change a request's tokens: they must equal the logical sequence.
+cancellation, decode steps planned ahead of the previous commit) must never change a request's
+tokens: they must equal the logical sequence.
 """
 
 import hashlib
@@ -15,7 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from engine.block_manager import BlockManager, chain_hash
 from engine.config import EngineConfig
 from engine.sampling_params import SamplingParams
-from engine.scheduler import Scheduler
+from engine.scheduler import Scheduler, StepPlan
 from engine.sequence import Sequence
 
 P = 4  # torch-free, no kernel runs: small pages put many page boundaries in short prompts
@@ -55,6 +56,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.live: dict[str, Sequence] = {}
         self.done: list[Sequence] = []
         self.num_ids = 0
+        self.ahead = None  # (plan launched ahead, its sampled tokens)
 
     @rule(prefix=st.sampled_from(SHARED_PREFIXES), tail=st.lists(st.integers(0, VOCAB - 1), max_size=10),
           max_tokens=st.integers(1, 12), stop=st.sets(st.integers(0, VOCAB - 1), max_size=1))
@@ -76,34 +78,64 @@ class SchedulerMachine(RuleBasedStateMachine):
         for prompt in prompts:
             self.add_request([], prompt, max_tokens=12, stop=set())
 
-    @rule()
-    def step(self):
-        plan = self.scheduler.schedule()
-        assert plan.num_tokens <= self.config.max_num_batched_tokens
-        assert len(plan.chunks) <= self.config.max_num_seqs
-        assert len({c.seq.request_id for c in plan.chunks}) == len(plan.chunks)
-        for witness, seen in (("preemption", plan.preempted), ("eviction", plan.num_evicted_pages),
-                              ("prefix hit", any(c.seq.num_cached_tokens and c.start == c.seq.num_cached_tokens
-                                                 for c in plan.chunks)),
-                              ("partial chunk", any(not c.is_sampled for c in plan.chunks))):
-            if seen:
-                event(witness)
-        sampled = []
+    @rule(look_ahead=st.booleans())
+    def step(self, look_ahead):
+        if self.ahead is None:
+            plan = self.scheduler.schedule()
+            assert plan.num_tokens <= self.config.max_num_batched_tokens
+            assert len(plan.chunks) <= self.config.max_num_seqs
+            assert len({c.seq.request_id for c in plan.chunks}) == len(plan.chunks)
+            for witness, seen in (("preemption", plan.preempted), ("eviction", plan.num_evicted_pages),
+                                  ("prefix hit", any(c.seq.num_cached_tokens and c.start == c.seq.num_cached_tokens
+                                                     for c in plan.chunks)),
+                                  ("partial chunk", any(not c.is_sampled for c in plan.chunks))):
+                if seen:
+                    event(witness)
+            tokens = self.forward(plan, {})
+        else:  # launched ahead: its rows were written and read then; drop the dead ones
+            (full, full_tokens), self.ahead = self.ahead, None
+            live = {id(c) for c in Scheduler.live_chunks(full)}
+            keep = [i for i, c in enumerate(full.chunks) if id(c) in live]
+            event("step planned ahead")
+            if len(keep) < len(full.chunks):
+                event("dead row of a step planned ahead")
+            plan = StepPlan(tuple(full.chunks[i] for i in keep), (), (), full.num_evicted_pages)
+            tokens = [full_tokens[i] for i in keep]
+        if look_ahead:
+            # Like the engine: the next decode step runs before this one's commit, its tokens
+            # being the ones this step sampled.
+            ahead = self.scheduler.schedule_ahead(plan, max_num_rows=self.config.max_num_seqs)
+            if ahead is not None:
+                unpublished = {id(c.seq): t for c, t in zip(plan.sampled, tokens)}
+                self.ahead = (ahead, self.forward(ahead, unpublished))
+        sampled = [(t, c.seq.sampler_state.advanced()) for c, t in zip(plan.sampled, tokens)]
+        for seq in self.scheduler.commit(plan, sampled):
+            self.finish(seq)
+        if self.ahead is not None and not Scheduler.live_chunks(self.ahead[0]):
+            self.ahead = None
+
+    def forward(self, plan, unpublished):
+        """Write each chunk's slots and read its history back; the sampled tokens.
+
+        ``unpublished`` maps a request to the token an uncommitted step sampled for it (a step
+        launched ahead reads it on the device).
+        """
+        tokens = []
         for chunk in plan.chunks:
             seq = chunk.seq
-            assert chunk.start == seq.num_computed_tokens < chunk.end <= seq.num_tokens
+            history = seq.token_ids + ([unpublished[id(seq)]] if id(seq) in unpublished else [])
+            assert chunk.start == seq.num_computed_tokens + (id(seq) in unpublished) < chunk.end <= len(history)
             if not chunk.is_sampled:
                 assert chunk.end % P == 0, "a partial chunk must end on a page boundary"
             for pos in range(chunk.start, chunk.end):
                 page = self.bm.pages[seq.page_table[pos // P]]
                 assert page.ref_count == 1 and not page.has_provenance, "write outside the private suffix"
-                self.ghost[seq.slot(pos, P)] = tuple(seq.token_ids[:pos + 1])
+                self.ghost[seq.slot(pos, P)] = tuple(history[:pos + 1])
             if chunk.is_sampled:
                 read = [self.ghost.get(seq.slot(pos, P)) for pos in range(chunk.end)]
-                assert read == [tuple(seq.token_ids[:pos + 1]) for pos in range(chunk.end)]
-                sampled.append((next_token(read[-1]), seq.sampler_state.advanced()))
-        for seq in self.scheduler.commit(plan, sampled):
-            self.finish(seq)
+                assert read == [tuple(history[:pos + 1]) for pos in range(chunk.end)]
+                tokens.append(next_token(read[-1]))
+        return tokens
 
     @precondition(lambda self: self.live)
     @rule(data=st.data())
@@ -115,10 +147,10 @@ class SchedulerMachine(RuleBasedStateMachine):
 
     @rule()
     def drain(self):
-        for _ in range(400):
+        for i in range(400):
             if not self.scheduler.has_unfinished():
                 break
-            self.step()
+            self.step(look_ahead=i % 3 != 2)
         assert not self.scheduler.has_unfinished(), "requests stopped making progress"
         assert self.bm.num_available_pages == self.config.num_pages, "pages leaked after all finished"
 

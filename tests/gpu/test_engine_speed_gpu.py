@@ -126,7 +126,7 @@ def test_traces_equal_with_graphs_on_and_off_across_batch_sizes(graphs, eager, p
     singletons = [generate(eager, [p], params)[0] for p in prompts]
     replays = []
     original_run = graphs.runner.padded_decode.run
-    graphs.runner.padded_decode.run = lambda chunks: (replays.append(len(chunks)), original_run(chunks))[1]
+    graphs.runner.padded_decode.run = lambda chunks, **kw: (replays.append(len(chunks)), original_run(chunks, **kw))[1]
     try:
         for batch in (prompts[:3], prompts[:4], prompts[:5], prompts, prompts[::-1]):
             expected = [singletons[prompts.index(p)] for p in batch]
@@ -147,6 +147,38 @@ def test_check_mode_holds_on_graph_replays(llama_dir, eager, prompts):
     checked = LLMEngine(llama_dir, EngineConfig(**{**ENGINE, "check_mode": True, "enable_prefix_caching": True},
                                                 cuda_graphs=True))
     assert_bitwise_equal(generate(checked, prompts[:5], GREEDY), generate(eager, prompts[:5], GREEDY))
+
+
+def test_overlapped_decode_equals_step_by_step_with_stops_cancels_and_arrivals(llama_dir, graphs, prompts):
+    serial = LLMEngine(llama_dir, EngineConfig(**ENGINE, cuda_graphs=True, overlap_decode=False))
+    base = generate(serial, prompts, GREEDY)
+    # odd requests stop at their 4th token: the step launched ahead of it holds a dead row
+    params = [SamplingParams(max_tokens=12, stop_token_ids=(o.token_ids[3],)) if i % 2 else
+              SamplingParams(max_tokens=4 + i, ignore_eos=True) for i, o in enumerate(base)]
+
+    def run(engine, cancel_at: int | None):
+        ids = [engine.add_request(p, q) for p, q in zip(prompts[:6], params[:6])]
+        done, late, num_steps = {}, None, 0
+        while engine.has_unfinished():
+            done.update({o.request_id: o for o in engine.step().finished})
+            num_steps += 1
+            if num_steps == cancel_at:
+                cancelled = engine.cancel(ids[0])
+                done[ids[0]] = cancelled
+                late = engine.add_request(prompts[6], params[6])
+        return [done[i] for i in ids], done.get(late)
+
+    before = graphs.num_steps_ahead, graphs.num_dropped_rows
+    outs, _ = run(graphs, None)
+    refs, _ = run(serial, None)
+    assert_bitwise_equal(outs, refs)
+    assert any(o.finish_reason == "stop" for o in outs)
+    assert graphs.num_steps_ahead > before[0] and graphs.num_dropped_rows > before[1]
+    outs, late_out = run(graphs, 3)
+    refs, late_ref = run(serial, 3)
+    assert outs[0].finish_reason == "cancelled"
+    assert outs[0].token_ids == refs[0].token_ids[:len(outs[0].token_ids)]
+    assert_bitwise_equal(outs[1:] + [late_out], refs[1:] + [late_ref])
 
 
 def decode_step_seconds(engine: LLMEngine, prompts) -> float:
@@ -178,7 +210,8 @@ def test_decode_profile_breaks_a_graph_step_down(llama_dir, tmp_path):
     for r in results:
         phases = r["phase_ms_median"]
         assert r["steps"] == 7 and 0 < phases["fetch_wait"] < phases["step"]
-        assert {"schedule", "pad", "stage", "replay_launch", "digest_queue", "digest_start", "commit"} <= set(phases)
+        assert {"schedule_ahead", "gather", "pad", "stage", "replay_launch", "fetch_start", "digest_queue", "digest_start",
+                "commit"} <= set(phases)
         assert 0 < r["graph_gpu_ms"] < phases["step"]
         calls = {k["kernel"]: k["calls_per_step"] for k in r["kernels"]}
         assert calls["matmul_kernel"] == 65  # 4 per layer + lm_head
