@@ -114,8 +114,8 @@ def staged_decode_step(engine: LLMEngine, prompts: list[list[int]]):
 
 def graph_gpu_ms(engine: LLMEngine, prompts: list[list[int]], repeats: int = 100) -> float:
     """GPU milliseconds of one replay of the decode graph of ``prompts`` at their context length."""
-    staged_decode_step(engine, prompts)
-    captured = engine.runner.padded_decode.graphs[len(prompts)]
+    batch = staged_decode_step(engine, prompts)
+    captured = engine.runner.padded_decode.graphs[(len(prompts), batch.block_table.shape[1])]
     graph = getattr(captured.graph, "graph", captured.graph)  # past the timing wrapper
     for _ in range(5):
         graph.replay()

@@ -9,7 +9,7 @@ import math
 import re
 from dataclasses import dataclass, fields
 
-from engine.decode_padding import graph_batch_sizes
+from engine.decode_padding import graph_batch_sizes, graph_table_widths
 
 __all__ = ["EngineConfig", "DTYPES"]
 
@@ -27,9 +27,10 @@ class EngineConfig:
 
     ``cuda_graphs`` pads every decode-only step (one sampled row per request) to the next of
     :attr:`graph_batch_sizes` and, on CUDA, replays a CUDA graph captured at start-up for that
-    size; on the CPU, where graphs do not exist, the same padded batch runs eagerly. Padding
-    rows read and write only scratch pages outside the page pool (engine/decode_padding.py).
-    The mode and the sizes are part of D.
+    size and the narrowest of :attr:`graph_table_widths` that holds the step's KV lengths; on
+    the CPU, where graphs do not exist, the same padded batch runs eagerly. Padding rows read
+    and write only scratch pages outside the page pool (engine/decode_padding.py).
+    The mode, the sizes and the widths are part of D.
 
     ``overlap_decode`` (effective with ``cuda_graphs`` and outside check mode) launches the
     next decode step of greedy requests before the host reads the current one's rows
@@ -88,6 +89,11 @@ class EngineConfig:
         """Batch sizes decode steps are padded to when ``cuda_graphs`` is on (empty when off)."""
         return graph_batch_sizes(self.max_num_seqs) if self.cuda_graphs else ()
 
+    @property
+    def graph_table_widths(self) -> tuple[int, ...]:
+        """Block-table widths (pages) decode graphs are captured for when ``cuda_graphs`` is on (empty when off)."""
+        return graph_table_widths(self.max_pages_per_seq) if self.cuda_graphs else ()
+
     @classmethod
     def from_kwargs(cls, **kwargs: object) -> "EngineConfig":
         """Build from keyword arguments, naming any unknown key and listing the known ones."""
@@ -102,6 +108,7 @@ class EngineConfig:
         change no value)."""
         limits: dict[str, object] = {name: getattr(self, name) for name in _LIMIT_FIELDS}
         limits["graph_batch_sizes"] = list(self.graph_batch_sizes)
+        limits["graph_table_widths"] = list(self.graph_table_widths)
         return limits
 
 

@@ -1,11 +1,11 @@
 """Padded decode steps: CUDA graphs captured once per graph batch size and replayed (CUDA), or the
 same padded forward run eagerly (CPU, where graphs do not exist).
 
-At start-up, for each size, largest first: stage an all-padding batch (it touches only scratch
-pages), run the forward once eagerly (Triton compiles there, never during capture), then
-capture the forward plus the greedy argmax into one graph; all graphs share one memory pool
-and keep their outputs. A decode step stages its padded batch into the same buffers and
-replays the graph of its size: the kernels, launch configurations and tensor addresses are the
+At start-up, for each batch size and table width (engine/decode_padding.py), largest first:
+stage an all-padding batch (it touches only scratch pages), run the forward once eagerly (Triton
+compiles there, never during capture), then capture the forward plus the greedy argmax into one
+graph; all graphs share one memory pool and keep their outputs. A decode step stages its padded
+batch into the same buffers and replays the graph of its size and width: the kernels, launch configurations and tensor addresses are the
 captured ones, so the launches recorded at capture are the step's launches (check mode reads
 them). Metadata checks read index tensors back to the host, which a graph cannot do: in check
 mode they run on the staged batch before each replay.
@@ -44,7 +44,8 @@ class PaddedDecode:
     def __init__(self, runner: "ModelRunner") -> None:
         self.runner = runner
         self.sizes = runner.config.graph_batch_sizes
-        self.graphs: dict[int, _Captured] = {}
+        self.widths = runner.config.graph_table_widths
+        self.graphs: dict[tuple[int, int], _Captured] = {}  # by (batch size, table width)
         if runner.device.type == "cuda":
             self._capture_all()
 
@@ -52,7 +53,7 @@ class PaddedDecode:
         """The padded batch of a decode step."""
         config = self.runner.config
         return pad_decode(chunks, batch_size=graph_batch_size(len(chunks), self.sizes), page_size=config.page_size,
-                          num_pool_pages=config.num_pages, tokens_on_device=tokens_on_device)
+                          num_pool_pages=config.num_pages, table_widths=self.widths, tokens_on_device=tokens_on_device)
 
     def run(self, chunks: Sequence["Chunk"], *, tokens_from: tuple[torch.Tensor, Sequence[int]] | None = None
             ) -> tuple[torch.Tensor, torch.Tensor, list[LaunchRecord]]:
@@ -68,7 +69,7 @@ class PaddedDecode:
             previous_tokens, source_rows = tokens_from
             batch = buffers.stage_decode(self.pad(chunks, tokens_on_device=True), source_rows)
             buffers.gather_tokens(len(chunks), previous_tokens)
-        captured = self.graphs.get(batch.input_ids.shape[0])
+        captured = self.graphs.get((batch.input_ids.shape[0], batch.block_table.shape[1]))
         if captured is None:  # the CPU: the same padded batch, eagerly
             return self.forward(batch, check_metadata=self.runner.check_metadata)
         if self.runner.check_metadata:
@@ -88,8 +89,10 @@ class PaddedDecode:
     def _capture_all(self) -> None:
         config = self.runner.config
         pool = torch.cuda.graph_pool_handle()
-        for size in sorted(self.sizes, reverse=True):  # largest first: smaller ones reuse its pool blocks
-            padding = pad_decode((), batch_size=size, page_size=config.page_size, num_pool_pages=config.num_pages)
+        # largest first: smaller ones reuse its pool blocks
+        for size, width in sorted(((s, w) for s in self.sizes for w in self.widths), reverse=True):
+            padding = pad_decode((), batch_size=size, page_size=config.page_size, num_pool_pages=config.num_pages,
+                                 table_widths=(width,))
             batch = self.runner.buffers.stage_decode(padding)
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
@@ -101,7 +104,7 @@ class PaddedDecode:
             # thread_local: digest worker threads may run meanwhile (they never touch the stream)
             with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
                 logits, tokens, launches = self.forward(batch, check_metadata=False)
-            self.graphs[size] = _Captured(graph, logits, tokens, tuple(launches))
+            self.graphs[(size, width)] = _Captured(graph, logits, tokens, tuple(launches))
         torch.cuda.synchronize()
 
     def _check_inputs(self, batch: ForwardBatch) -> None:

@@ -13,6 +13,7 @@ turn, because a decode step may be staged while the previous step's copy is stil
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
@@ -92,7 +93,7 @@ class StepBuffers:
         # Python ints at every step.
         self._table_rows: list[list[list[int] | None]] = [[None] * max_num_seqs for _ in self.decode.hosts]
         self._mirror = 0
-        self._decode_views: dict[int, ForwardBatch] = {}  # by batch size: slicing costs ~20 us a step
+        self._decode_views: dict[tuple[int, int], ForwardBatch] = {}  # by (size, width): slicing costs ~20 us a step
 
     def views(self, num_tokens: int, num_seqs: int, num_sampled: int) -> ForwardBatch:
         """Leading views of the packed-step device buffers for a step of these sizes."""
@@ -138,9 +139,11 @@ class StepBuffers:
                 table[row, len(pages):] = 0
             held_rows[row] = pages
         self.decode.copy_to_device(self._mirror, size)
-        views = self._decode_views.get(size)
+        width = batch.table_width or table.shape[1]
+        views = self._decode_views.get((size, width))
         if views is None:
-            views = self._decode_views[size] = _leading(self.decode.device, size, size, size)
+            views = _leading(self.decode.device, size, size, size)
+            views = self._decode_views[(size, width)] = replace(views, block_table=views.block_table[:, :width])
         return views
 
 

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 import engine.cuda_graphs
 from engine.config import EngineConfig
-from engine.decode_padding import graph_batch_size, graph_batch_sizes, is_decode_step, num_scratch_pages, pad_decode
+from engine.decode_padding import (graph_batch_size, graph_batch_sizes, graph_table_widths, is_decode_step,
+                                   num_scratch_pages, pad_decode)
 from engine.llm_engine import LLM, LLMEngine
 from engine.sampling_params import SamplingParams
 
@@ -196,4 +197,40 @@ def test_the_decode_mode_is_part_of_d(tiny_dir):
     assert padded.deployment.fields["engine"]["cuda_graphs"] is True
     assert padded.deployment.fields["engine"]["graph_batch_sizes"] == [1, 2, 4, 8]
     assert eager.deployment.fields["engine"]["graph_batch_sizes"] == []
+    assert padded.deployment.fields["engine"]["graph_table_widths"] == [8]  # max_model_len 8 pages
+    assert eager.deployment.fields["engine"]["graph_table_widths"] == []
     assert padded.deployment.digest != eager.deployment.digest
+
+
+@pytest.mark.parametrize("max_pages, widths", [(1, (1,)), (64, (64,)), (65, (64, 65)), (128, (64, 128)),
+                                                (1536, (64, 128, 256, 512, 1024, 1536))])
+def test_graph_table_widths(max_pages, widths):
+    assert graph_table_widths(max_pages) == widths
+    config = EngineConfig(max_model_len=max_pages * P, num_pages=max_pages, cuda_graphs=True)
+    assert config.graph_table_widths == widths
+    with pytest.raises(ValueError, match="positive integer"):
+        graph_table_widths(0)
+
+
+def test_a_step_takes_the_narrowest_table_that_holds_its_rows():
+    def width(*lengths):
+        rows = [decode_row(n, list(range(-(-n // P)))) for n in lengths]
+        return pad_decode(rows, batch_size=4, page_size=P, num_pool_pages=200, table_widths=(64, 128)).table_width
+
+    assert width(1, 17) == 64 and width(64 * P) == 64 and width(3, 64 * P + 1) == 128
+    assert pad_decode((), batch_size=4, page_size=P, num_pool_pages=10).table_width is None
+    with pytest.raises(ValueError, match="more than the widest graph table"):
+        width(128 * P + 1)
+
+
+def test_narrow_table_graphs_equal_eager_steps(tiny_dir):
+    # max_model_len of 128 pages: tables of 64 and 128 pages (8 and 16 KV segments of the fp32
+    # plan); the long prompt's decode rows move from the narrow to the wide table mid-run.
+    long = dict(max_model_len=128 * P, num_pages=160, max_num_batched_tokens=512)
+    prompts = [PROMPTS[0], [t % 250 + 1 for t in range(64 * P - 2)], PROMPTS[3]]
+    eager, _ = run(tiny_dir, prompts, GREEDY, **long)
+    padded, engine = run(tiny_dir, prompts, GREEDY, cuda_graphs=True, **long)
+    assert engine.config.graph_table_widths == (64, 128)
+    assert_same_traces(padded, eager)
+    widths = {w for (_, w) in engine.runner.buffers._decode_views}
+    assert widths == {64, 128}  # both tables were used
