@@ -34,7 +34,7 @@ from engine.checks import InvariantChecker
 from engine.config import EngineConfig
 from engine.deployment import DeploymentMismatch, build_deployment
 from engine.model_config import read_model_spec
-from engine.model_runner import Chunk, Launched, ModelRunner
+from engine.model_runner import Chunk, Launched, ModelRunner, device_scope
 from engine.row_digests import DigestQueue, PendingEntry, resolve_entries
 from engine.sampler import sample
 from engine.sampling_params import SamplerState, SamplingParams
@@ -195,7 +195,8 @@ class LLMEngine:
         if self._failure is not None:
             raise RuntimeError(f"the engine stopped after an earlier failure: {self._failure}") from self._failure
         try:
-            return self._step()
+            with device_scope(self.runner.device):
+                return self._step()
         except BaseException as exc:
             self._failure = exc
             raise

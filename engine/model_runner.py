@@ -12,6 +12,7 @@ tokens taken on the device from the step before.
 
 from __future__ import annotations
 
+import contextlib
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,7 @@ from engine.weight_cache import load_shared
 from kernels.launch import LaunchRecord, record_launches, use_plan
 from kernels.plan import SealedPlan, plan_for
 
-__all__ = ["Chunk", "ModelRunner", "TORCH_DTYPES"]
+__all__ = ["Chunk", "Launched", "ModelRunner", "TORCH_DTYPES", "device_scope"]
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -58,6 +59,12 @@ class Launched:
     input_ids: torch.Tensor | None  # [R] int64 input tokens of a step whose tokens were taken on the device
     launches: tuple[LaunchRecord, ...]
     fetch: HostFetch | None  # the enqueued copy to pinned host slots (CUDA)
+
+
+def device_scope(device: torch.device) -> contextlib.AbstractContextManager:
+    """Make ``device`` the current CUDA device (a no-op on the CPU): streams, events and graphs
+    are created and recorded on the current device, which need not be the engine's."""
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
 def _pack(chunks: Sequence[Chunk], page_size: int, max_pages: int) -> dict[str, torch.Tensor]:
@@ -107,9 +114,10 @@ class ModelRunner:
         self.last_input_tokens: list[int] | None = None  # per row, of a step that took its tokens on the device
         self.buffers = StepBuffers(max_num_rows=config.max_num_batched_tokens, max_num_seqs=config.max_num_seqs,
                                    max_pages_per_seq=config.max_pages_per_seq, device=self.device)
-        self.host_logits = (HostLogits(max_num_rows=config.max_num_seqs, vocab_size=spec.vocab_size)
-                            if self.device.type == "cuda" else None)
-        self.padded_decode = PaddedDecode(self) if config.cuda_graphs else None
+        with device_scope(self.device):  # streams, events and graphs belong to the engine's device
+            self.host_logits = (HostLogits(max_num_rows=config.max_num_seqs, vocab_size=spec.vocab_size)
+                                if self.device.type == "cuda" else None)
+            self.padded_decode = PaddedDecode(self) if config.cuda_graphs else None
 
     def execute(self, chunks: Sequence[Chunk], *, while_running: Callable[[], None] | None = None) -> torch.Tensor:
         """Run one step: :meth:`launch`, ``while_running()``, then :meth:`collect`."""

@@ -181,6 +181,17 @@ def test_overlapped_decode_equals_step_by_step_with_stops_cancels_and_arrivals(l
     assert_bitwise_equal(outs[1:] + [late_out], refs[1:] + [late_ref])
 
 
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs a second CUDA GPU")
+def test_an_engine_on_another_gpu_than_the_current_one(llama_dir, graphs, prompts):
+    # Streams, events, graphs and Triton launches follow the current device: the engine must
+    # make its own device current, or it would launch on the wrong one.
+    other = LLMEngine(llama_dir, EngineConfig(**{**ENGINE, "device": "cuda:1"}, cuda_graphs=True))
+    assert torch.cuda.current_device() == 0
+    outs = generate(other, prompts[:4], GREEDY)
+    assert other.num_steps_ahead > 0 and torch.cuda.current_device() == 0
+    assert_bitwise_equal(outs, generate(graphs, prompts[:4], GREEDY))
+
+
 def decode_step_seconds(engine: LLMEngine, prompts) -> float:
     for p in prompts:
         engine.add_request(p, SamplingParams(max_tokens=40, ignore_eos=True))
