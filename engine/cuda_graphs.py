@@ -89,6 +89,9 @@ class PaddedDecode:
     def _capture_all(self) -> None:
         config = self.runner.config
         pool = torch.cuda.graph_pool_handle()
+        # torch's default capture stream is created once per process, on whichever device was
+        # current then: capture on a stream of this engine's device
+        capture_stream = torch.cuda.Stream()
         # largest first: smaller ones reuse its pool blocks
         for size, width in sorted(((s, w) for s in self.sizes for w in self.widths), reverse=True):
             padding = pad_decode((), batch_size=size, page_size=config.page_size, num_pool_pages=config.num_pages,
@@ -102,7 +105,7 @@ class PaddedDecode:
             torch.cuda.synchronize()
             graph = torch.cuda.CUDAGraph()
             # thread_local: digest worker threads may run meanwhile (they never touch the stream)
-            with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
+            with torch.cuda.graph(graph, pool=pool, stream=capture_stream, capture_error_mode="thread_local"):
                 logits, tokens, launches = self.forward(batch, check_metadata=False)
             self.graphs[(size, width)] = _Captured(graph, logits, tokens, tuple(launches))
         torch.cuda.synchronize()
