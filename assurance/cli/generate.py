@@ -36,6 +36,10 @@ def generate(
     check_mode: Annotated[bool, typer.Option("--check-mode", help="Check the engine invariants after every step.")] = False,
     cuda_graphs: Annotated[bool, typer.Option(
         "--cuda-graphs", help="Replay decode steps as padded CUDA graphs (CUDA only; recorded in D).")] = False,
+    overlap_decode: Annotated[bool, typer.Option(
+        "--overlap-decode/--no-overlap-decode",
+        help="With --cuda-graphs, launch each greedy decode step before reading the previous one (values unchanged).")]
+    = True,
     expect_deployment: Annotated[Optional[str], typer.Option(
         "--expect-deployment", help="Refuse to run unless the engine's D has this digest.")] = None,
     json_out: JsonOption = False,
@@ -73,7 +77,7 @@ def generate(
         config = EngineConfig(page_size=page_size, num_pages=num_pages, max_num_seqs=max_num_seqs,
                               max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
                               check_mode=check_mode, device=device, dtype=dtype, keep_logit_rows=False,
-                              cuda_graphs=cuda_graphs)
+                              cuda_graphs=cuda_graphs, overlap_decode=overlap_decode)
     except ValueError as exc:
         fail(f"engine options: {exc}")
     try:

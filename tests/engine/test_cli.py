@@ -58,6 +58,16 @@ def test_generate_prints_the_engines_tokens(tiny_dir):
     assert "deployment sha256:" in err(result)
 
 
+def test_generate_with_padded_decode_overlapped_or_not_prints_the_same_tokens(tiny_dir):
+    outputs = []
+    for flag in ("--overlap-decode", "--no-overlap-decode"):
+        result = invoke("generate", "--model", tiny_dir, "--prompt-ids", "1,2,3", "--max-tokens", "6", "--ignore-eos",
+                        "--cuda-graphs", flag, "--json", *ENGINE_ARGS)
+        assert result.exit_code == 0, result.output
+        outputs.append(json.loads(result.stdout))
+    assert outputs[0] == outputs[1] and len(outputs[0][0]["token_ids"]) == 6
+
+
 def test_generate_reads_a_prompts_file_and_prints_json_in_input_order(tmp_path, tiny_dir):
     prompts = tmp_path / "prompts.txt"
     prompts.write_text('5,6,7,8,9\n\n{"token_ids": [1, 2], "temperature": 0.8, "seed": 9, "max_tokens": 2}\n3\n')
