@@ -10,10 +10,13 @@ token gather are checked on a GPU (tests/gpu/test_engine_speed_gpu.py).
 
 import pytest
 import torch
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
 from engine.sampling_params import SamplingParams
+from engine.trace import compare_traces
 
 P = 16
 ENGINE = dict(page_size=P, num_pages=40, max_num_seqs=8, max_num_batched_tokens=8 * P, max_model_len=8 * P,
@@ -151,3 +154,52 @@ def test_a_wrong_token_read_on_the_device_stops_the_engine(tiny_dir, monkeypatch
     eng.add_request(PROMPTS[0], greedy(6))
     with pytest.raises(RuntimeError, match="the step launched ahead read token"):
         eng.run()
+
+
+@st.composite
+def scripts(draw):
+    """Requests with arrival steps, stop tokens, sampling and cancels: a schedule to replay."""
+    requests = []
+    for i in range(draw(st.integers(1, 5))):
+        prompt = draw(st.lists(st.integers(1, 200), min_size=1, max_size=2 * P + 3))
+        stop = draw(st.one_of(st.none(), st.integers(0, 255)))
+        sampled = draw(st.integers(0, 4)) == 0
+        params = SamplingParams(max_tokens=draw(st.integers(1, 7)), ignore_eos=stop is None,
+                                stop_token_ids=None if stop is None else (stop,),
+                                temperature=0.9 if sampled else 0.0, seed=i)
+        requests.append((prompt, params, draw(st.integers(0, 4)), draw(st.one_of(st.none(), st.integers(1, 6)))))
+    return requests
+
+
+def replay(eng: LLMEngine, script) -> dict:
+    """Run ``script`` (prompt, params, arrival step, cancel step or None) step by step; outputs by index."""
+    ids, done, step = {}, {}, 0
+    while len(done) < len(script):
+        for i, (prompt, params, arrival, cancel) in enumerate(script):
+            if arrival == step:
+                ids[i] = eng.add_request(prompt, params, request_id=f"r{i}")
+            if cancel == step and i in ids and i not in done:
+                done[i] = eng.cancel(ids[i])
+        if eng.has_unfinished():
+            for out in eng.step().finished:
+                done[int(out.request_id[1:])] = out
+        step += 1
+        assert step < 200, "the script did not finish"
+    return done
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(script=scripts())
+def test_any_schedule_with_overlap_agrees_with_one_step_at_a_time(tiny_dir, script):
+    overlapped = engine(tiny_dir)
+    outs, refs = replay(overlapped, script), replay(engine(tiny_dir, overlap_decode=False), script)
+    for i, out in outs.items():
+        verdict = compare_traces(out.trace, refs[i].trace)
+        assert verdict.agree, f"request {i}: {verdict.first_difference}"
+        if "cancelled" not in (out.finish_reason, refs[i].finish_reason):
+            assert (out.token_ids, out.finish_reason) == (refs[i].token_ids, refs[i].finish_reason)
+    if overlapped.num_steps_ahead:
+        event("steps launched ahead")
+    if overlapped.num_dropped_rows:
+        event("rows dropped")
+    assert overlapped.block_manager.num_available_pages == ENGINE["num_pages"]
