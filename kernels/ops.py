@@ -88,24 +88,41 @@ def logits(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return linear(x, weight, out_dtype=torch.float32)
 
 
+def _adjacent_heads(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
+    """``[T, Hq + Hkv, D]``: q's and k's heads as one view, when k's heads follow q's in one buffer."""
+    if q.dim() != 3 or k.dim() != 3 or q.dtype != k.dtype or q.device != k.device or q.shape[0] != k.shape[0] \
+            or q.shape[2] != k.shape[2] or q.stride() != k.stride() or q.stride(2) != 1 or q.stride(1) != q.shape[2]:
+        return None
+    if k.data_ptr() != q.data_ptr() + q.shape[1] * q.stride(1) * q.element_size():
+        return None
+    return q.as_strided((q.shape[0], q.shape[1] + k.shape[1], q.shape[2]), q.stride())
+
+
 def rope(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor,
          cos_sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rotate ``q`` [T, Hq, D] and ``k`` [T, Hkv, D] by ``positions`` [T]; new contiguous tensors.
+    """Rotate ``q`` [T, Hq, D] and ``k`` [T, Hkv, D] by ``positions`` [T]; new tensors.
 
     ``cos_sin`` [max_pos, D] float32 holds cos in its first D/2 columns and sin in its last D/2.
+    When k's heads follow q's in one buffer (a fused qkv projection's output), both are rotated
+    in one launch and returned as views of one new ``[T, Hq + Hkv, D]`` tensor; otherwise each
+    is a new contiguous tensor. Every head is rotated alike either way (a row-wise op).
     """
     entry = require(configs.rope_config(head_dim=q.shape[-1], dtype=dtype_name(q.dtype)))
     if metadata_checks_enabled():
         metadata.check_positions(positions, cos_sin.shape[0])
-    q_out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    k_out = torch.empty(k.shape, dtype=k.dtype, device=k.device)
-    if _on_cuda(q, k, positions, cos_sin):
-        launch_rope(q, positions, cos_sin, q_out, entry)
-        launch_rope(k, positions, cos_sin, k_out, entry)
-    else:
-        cpu_ops.rope(q, positions, cos_sin, q_out, entry)
-        cpu_ops.rope(k, positions, cos_sin, k_out, entry)
-    return q_out, k_out
+    both = _adjacent_heads(q, k)
+    pairs = [(q, torch.empty(q.shape, dtype=q.dtype, device=q.device)),
+             (k, torch.empty(k.shape, dtype=k.dtype, device=k.device))] if both is None else \
+        [(both, torch.empty(both.shape, dtype=q.dtype, device=q.device))]
+    for x, out in pairs:
+        if _on_cuda(x, positions, cos_sin):
+            launch_rope(x, positions, cos_sin, out, entry)
+        else:
+            cpu_ops.rope(x, positions, cos_sin, out, entry)
+    if both is None:
+        return pairs[0][1], pairs[1][1]
+    out = pairs[0][1]
+    return out[:, :q.shape[1]], out[:, q.shape[1]:]
 
 
 def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:

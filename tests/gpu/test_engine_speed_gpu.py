@@ -227,4 +227,5 @@ def test_decode_profile_breaks_a_graph_step_down(llama_dir, tmp_path):
         calls = {k["kernel"]: k["calls_per_step"] for k in r["kernels"]}
         assert calls["matmul_kernel"] == 65  # 4 per layer + lm_head
         assert calls["attention_partial_kernel"] == 16 and calls["attention_combine_kernel"] == 16
+        assert calls["rope_kernel"] == 16  # q and k of a layer in one launch
     assert "| phase | ms (median) |" in (tmp_path / "decode_profile.md").read_text()

@@ -121,3 +121,21 @@ def test_metadata_checks_can_be_turned_off():
         out = ops.store_kv(torch.ones(2, 2, 16), torch.ones(2, 2, 16), torch.zeros(2, 16, 2, 16),
                            torch.zeros(2, 16, 2, 16), torch.tensor([3, 3]))
     assert out is None
+
+
+def test_rope_rotates_q_and_k_of_one_qkv_buffer_in_one_launch_with_the_same_bits(plan_fp32, monkeypatch):
+    gen = torch.Generator().manual_seed(3)
+    qkv = torch.randn(5, 128, generator=gen)  # 4 q heads, 2 k heads, 2 v heads of 16
+    q, k = qkv[:, :64].view(-1, 4, 16), qkv[:, 64:96].view(-1, 2, 16)
+    positions, table = torch.tensor([0, 3, 7, 100, 255]), torch.randn(256, 16, generator=gen)
+    calls = []
+    rope_cpu = ops.cpu_ops.rope
+    monkeypatch.setattr(ops.cpu_ops, "rope", lambda x, *args: (calls.append(x.shape), rope_cpu(x, *args))[1])
+    q_out, k_out = ops.rope(q, k, positions, table)
+    assert calls == [(5, 6, 16)]  # one launch over the 6 heads
+    assert k_out.data_ptr() == q_out.data_ptr() + 4 * 16 * 4 and q_out.stride() == (96, 16, 1)
+    apart = ops.rope(q.contiguous(), k.contiguous(), positions, table)  # two launches
+    assert len(calls) == 3
+    assert torch.equal(q_out, apart[0]) and torch.equal(k_out, apart[1])
+    qk_swapped = ops.rope(k, q, positions, table)  # k's heads do not follow q's: apart
+    assert len(calls) == 5 and torch.equal(qk_swapped[1], q_out)
