@@ -1,14 +1,14 @@
 """Padded decode steps: CUDA graphs captured once per graph batch size and replayed (CUDA), or the
 same padded forward run eagerly (CPU, where graphs do not exist).
 
-At start-up, for each batch size and table width (engine/decode_padding.py), largest first:
-stage an all-padding batch (it touches only scratch pages), run the forward once eagerly (Triton
-compiles there, never during capture), then capture the forward plus the greedy argmax into one
-graph; all graphs share one memory pool and keep their outputs. A decode step stages its padded
-batch into the same buffers and replays the graph of its size and width: the kernels, launch configurations and tensor addresses are the
-captured ones, so the launches recorded at capture are the step's launches (check mode reads
-them). Metadata checks read index tensors back to the host, which a graph cannot do: in check
-mode they run on the staged batch before each replay.
+At start-up, for each batch size and table width (engine/decode_padding.py), largest first: stage an
+all-padding batch (it touches only scratch pages), run the forward once eagerly (Triton compiles
+there, never during capture), then capture the forward plus the greedy argmax into one graph; all
+graphs share one memory pool and keep their outputs. A decode step stages its padded batch into the
+same buffers and replays the graph of its size and width: the kernels, launch configurations and
+tensor addresses are the captured ones, so the launches recorded at capture are the step's launches
+(check mode reads them). Metadata checks read index tensors back to the host, which a graph cannot
+do: in check mode they run on the staged batch before each replay.
 """
 
 from __future__ import annotations

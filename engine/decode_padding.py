@@ -107,9 +107,9 @@ def pad_decode(chunks: Sequence[_Chunk], *, batch_size: int, page_size: int, num
     """The padded batch of a decode step (``chunks`` may be empty: an all-padding batch for capture).
 
     Its table width is the smallest of ``table_widths`` whose pages hold every row's KV length
-    (None when ``table_widths`` is empty). With ``tokens_on_device`` the real rows' tokens are not known on the host yet (a step
-    planned ahead of the one that samples them): their token id is a placeholder 0, which the
-    runner overwrites on the device before the step runs.
+    (None when ``table_widths`` is empty). With ``tokens_on_device`` the real rows' tokens are
+    not known on the host yet (a step planned ahead of the one that samples them): their token
+    id is a placeholder 0, which the runner overwrites on the device before the step runs.
     """
     if len(chunks) > batch_size:
         raise ValueError(f"{len(chunks)} rows do not fit a padded batch of {batch_size}")

@@ -1,12 +1,12 @@
 """Bringing a step's logits (and device-chosen greedy tokens) to the host: the step loop's one wait.
 
-On CUDA the sampled rows are copied into one of a few pinned host slots and the host waits for
-that copy only; nothing else in a step synchronises. The copy is enqueued right after the
-step's kernels (:meth:`HostLogits.start`) and waited for later (:meth:`HostLogits.wait`), so the
-next step can be launched in between. The step's stream only copies the rows into a device slot
-(a few microseconds); the copy to the host (about 2 MB for four 128K-vocabulary rows) runs on a
-copy stream of its own, so the next step's kernels do not wait behind it. Trace digests are computed later, by worker threads, from
-the slot itself (engine/row_digests.py), so a slot is reused only after every reader registered
+On CUDA the sampled rows are copied into one of a few pinned host slots and the host waits for that
+copy only; nothing else in a step synchronises. The copy is enqueued right after the step's kernels
+(:meth:`HostLogits.start`) and waited for later (:meth:`HostLogits.wait`), so the next step can be
+launched in between. The step's stream only copies the rows into a device slot (a few microseconds);
+the copy to the host (about 2 MB for four 128K-vocabulary rows) runs on a copy stream of its own, so
+the next step's kernels do not wait behind it. Trace digests are computed later, by worker threads,
+from the slot itself (engine/row_digests.py), so a slot is reused only after every reader registered
 on it has finished. On the CPU the logits already are on the host.
 """
 

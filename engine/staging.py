@@ -32,8 +32,8 @@ class DecodeRegion:
 
     Layout, for ``S = max_num_seqs`` and ``P = max_pages_per_seq``: input_ids, positions,
     slot_mapping, sample_rows, source_rows ([S] int64 each; source_rows names, for a step whose
-    tokens are still on the device, each row's row in the previous step), seq_lens ([S] int32), query_start_loc
-    ([S + 1] int32), block_table ([S, P] int32). A step of ``n`` rows uses every field's first
+    tokens are still on the device, each row's row in the previous step), seq_lens ([S] int32),
+    query_start_loc ([S + 1] int32), block_table ([S, P] int32). A step of ``n`` rows uses every field's first
     ``n`` rows; with the table last, all of them lie in the block's first
     :meth:`used_bytes` ``(n)`` bytes.
     """

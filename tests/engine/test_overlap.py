@@ -70,7 +70,8 @@ def stop_tokens(tiny_dir):
 
 
 def test_overlapped_decode_equals_step_by_step_and_drops_finished_rows(tiny_dir, stop_tokens):
-    requests = [(p, greedy(3 + 2 * i, stop if i % 2 else None)) for i, (p, stop) in enumerate(zip(PROMPTS, stop_tokens))]
+    requests = [(p, greedy(3 + 2 * i, stop if i % 2 else None))
+                for i, (p, stop) in enumerate(zip(PROMPTS, stop_tokens))]
     overlapped = engine(tiny_dir)
     outs = run_all(overlapped, requests)
     refs = run_all(engine(tiny_dir, overlap_decode=False), requests)

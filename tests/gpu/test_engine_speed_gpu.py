@@ -221,8 +221,8 @@ def test_decode_profile_breaks_a_graph_step_down(llama_dir, tmp_path):
     for r in results:
         phases = r["phase_ms_median"]
         assert r["steps"] == 7 and 0 < phases["fetch_wait"] < phases["step"]
-        assert {"schedule_ahead", "gather", "pad", "stage", "replay_launch", "fetch_start", "digest_queue", "digest_start",
-                "commit"} <= set(phases)
+        assert {"schedule_ahead", "gather", "pad", "stage", "replay_launch", "fetch_start", "digest_queue",
+                "digest_start", "commit"} <= set(phases)
         assert 0 < r["graph_gpu_ms"] < phases["step"]
         calls = {k["kernel"]: k["calls_per_step"] for k in r["kernels"]}
         assert calls["matmul_kernel"] == 65  # 4 per layer + lm_head
