@@ -9,18 +9,40 @@ from __future__ import annotations
 from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
-__all__ = ["err_console", "out_console", "BitcaseError", "fail", "EXIT_OK", "EXIT_FINDINGS",
+__all__ = ["err_console", "out_console", "PipeWideConsole", "BitcaseError", "fail", "EXIT_OK", "EXIT_FINDINGS",
            "EXIT_USAGE", "DbOption", "JsonOption"]
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 
-err_console = Console(stderr=True)
-out_console = Console(soft_wrap=True)
+# Width of output that is not a terminal: wide enough that no table or message is cut or wrapped.
+_PIPED_WIDTH = 4096
+
+
+class PipeWideConsole(Console):
+    """A console that takes the terminal's width on a terminal and never wraps anything else.
+
+    Rich would otherwise wrap piped output at $COLUMNS or 80, so what a script or a test reads
+    would depend on the width of a terminal that is not there.
+    """
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        if not self.is_terminal:
+            return ConsoleDimensions(_PIPED_WIDTH, 25)
+        return super().size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)
+
+
+err_console = PipeWideConsole(stderr=True)
+out_console = PipeWideConsole(soft_wrap=True)
 
 
 class BitcaseError(Exception):

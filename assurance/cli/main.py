@@ -7,14 +7,37 @@ works without them.
 from __future__ import annotations
 
 import importlib
+import sys
+from typing import Any
 
 import typer
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from assurance.cli._common import BitcaseError, EXIT_USAGE, err_console
 
+
+
+class _PlainWhenPiped(TyperGroup):
+    """Usage errors in rich boxes only on a terminal.
+
+    A boxed error wraps at the console width, so a long path would break across lines when
+    stderr is a pipe or a file; there click's plain one-line message is printed instead.
+    """
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        markup_mode = self.rich_markup_mode
+        if not sys.stderr.isatty():
+            self.rich_markup_mode = None
+        try:
+            return super().main(*args, **kwargs)
+        finally:
+            self.rich_markup_mode = markup_mode
+
+
 app = typer.Typer(
     name="bitcase",
+    cls=_PlainWhenPiped,
     help="Evidence and assurance cases for bitwise-deterministic LLM inference.",
     no_args_is_help=True,
     add_completion=False,

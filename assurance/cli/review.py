@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from assurance.cli._case_options import CaseOption, PlanOption, resolve_case_path, user_errors
-from assurance.cli._common import EXIT_FINDINGS, BitcaseError, DbOption, JsonOption, err_console
+from assurance.cli._common import EXIT_FINDINGS, BitcaseError, DbOption, JsonOption, PipeWideConsole, err_console
 
 review_app = typer.Typer(help="Audit reviews of trusted items and evidence (append-only, digest-pinned).",
                          no_args_is_help=True)
@@ -82,7 +82,6 @@ def list_(
     json_out: JsonOption = False,
 ) -> None:
     """List every audit review in the order recorded, with whether it is pinned to the current digest."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
@@ -115,7 +114,7 @@ def list_(
         cells = (str(rec["seq"]), rec["target"], rec["decision"], rec["reviewer"], rec["created_at"][:10],
                  rec["expires"] or "", pinned, rec["rationale"][:80])
         table.add_row(*(Text(cell) for cell in cells))  # Text: brackets in a rationale are not markup
-    Console(soft_wrap=False, markup=False).print(table)
+    PipeWideConsole(soft_wrap=False, markup=False).print(table)
 
 
 def diff(

@@ -1,0 +1,58 @@
+"""What the CLI prints must not depend on the width of a terminal that is not there.
+
+The suite itself runs at whatever $COLUMNS the caller has (80 when unset); this re-runs every
+test module that drives the CLI at a narrow and a very wide width, so a message or table that
+wraps differently fails here.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+_MARKERS = ("CliRunner", "invoke(app")
+
+
+def cli_test_modules() -> list[str]:
+    """Every test module that drives the CLI through CliRunner, sorted."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        if path.name == Path(__file__).name:
+            continue
+        text = path.read_text(encoding="utf-8")
+        if any(marker in text for marker in _MARKERS):
+            found.append(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_the_cli_modules_are_found():
+    modules = cli_test_modules()
+    assert "tests/render/test_cli.py" in modules and len(modules) >= 8, modules
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("columns", [40, 300])
+def test_cli_tests_pass_at_this_terminal_width(columns):
+    env = {**os.environ, "COLUMNS": str(columns)}
+    env.pop("LINES", None)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *cli_test_modules()],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def test_a_long_path_in_a_usage_error_stays_on_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from assurance.cli.main import app
+
+    deep = tmp_path / ("a-directory-name-long-enough-to-wrap-" * 3) / "case.toml"
+    deep.parent.mkdir(parents=True)
+    deep.write_text("", encoding="utf-8")
+    result = CliRunner().invoke(app, ["report", "--out", str(deep)], env={"COLUMNS": "40"})
+    assert result.exit_code == 2
+    assert any(str(deep) in line and "is a file" in line for line in result.stderr.splitlines()), result.stderr
