@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -42,7 +42,28 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib import metadata
+
+        try:
+            version = metadata.version("bitcase")
+        except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+            version = "unknown (not installed)"
+        typer.echo(f"bitcase {version}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Print bitcase's version and exit.",
+                                          callback=_print_version, is_eager=True)] = False,
+) -> None:
+    """Evidence and assurance cases for bitwise-deterministic LLM inference."""
 
 # Each module exposes ``register(app)``; order here is the order of ``bitcase --help``.
 COMMAND_MODULES = (
