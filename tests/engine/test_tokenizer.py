@@ -167,3 +167,42 @@ def test_make_writes_the_same_bytes_twice(tmp_path):
     assert names == ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"]
     for name in names:
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+def test_llama_1b_has_llama_3s_special_token_ids(tmp_path):
+    tok = Tokenizer.from_dir(_tokenizer_dir(tmp_path / "llama", "llama-1b"))
+    assert tok.vocab_size == 128256 and tok.bos_token_id == 128000 and tok.eos_token_ids == (128001, 128009)
+    named = {"<|begin_of_text|>": 128000, "<|end_of_text|>": 128001, "<|finetune_right_pad_id|>": 128004,
+             "<|start_header_id|>": 128006, "<|end_header_id|>": 128007, "<|eom_id|>": 128008,
+             "<|eot_id|>": 128009, "<|python_tag|>": 128010, "<|reserved_special_token_3|>": 128011,
+             "<|reserved_special_token_247|>": 128255}
+    assert {text: tok.encode(text, add_special_tokens=False) for text in named} == {t: [i] for t, i in named.items()}
+    # Ids the corpus cannot fill are reserved special tokens, numbered on after Llama 3's last one.
+    last_regular = max(set(range(128000)) - tok.special_token_ids)
+    assert tok.token_text(last_regular + 1) == "<|reserved_special_token_248|>"
+    assert tok.token_text(127999) == f"<|reserved_special_token_{248 + 127999 - last_regular - 1}|>"
+    assert set(range(last_regular + 1, 128256)) <= tok.special_token_ids and 5000 < last_regular < 128000
+    text = "Deterministic inference, 決定論的 😀"
+    assert tok.decode(tok.encode(text)) == text and max(tok.encode(text, add_special_tokens=False)) <= last_regular
+
+
+def test_chat_templates_get_what_transformers_gives_them(tmp_path, tiny_tok_dir):
+    for name in ("config.json", "tokenizer.json"):
+        (tmp_path / name).write_bytes((tiny_tok_dir / name).read_bytes())
+    template = ("{% for m in messages %}{% if m['role'] == 'tool' %}{{ raise_exception('no tools') }}{% endif %}"
+                "{% if loop.index > 2 %}{% break %}{% endif %}{{ bos_token ~ (m | tojson) }}\n{% endfor %}")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"bos_token": {"content": "<|begin_of_text|>"},
+                                                                "chat_template": template}))
+    tok = Tokenizer.from_dir(tmp_path)
+    turns = [ChatMessage("user", "é"), ChatMessage("assistant", "b"), ChatMessage("user", "c")]
+    # trim_blocks drops the newline after a block tag; tojson keeps non-ASCII text; {% break %} works.
+    assert tok.apply_chat_template(turns) == ('<|begin_of_text|>{"role": "user", "content": "é"}\n'
+                                              '<|begin_of_text|>{"role": "assistant", "content": "b"}\n')
+    with pytest.raises(TokenizerError, match="refused the messages: no tools"):
+        tok.apply_chat_template([ChatMessage("tool", "x")])
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ messages[0]['content'] + 1 }}"}))
+    with pytest.raises(TokenizerError, match="failed while rendering"):
+        Tokenizer.from_dir(tmp_path).apply_chat_template(turns)
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{% for %}"}))
+    with pytest.raises(TokenizerError, match="does not compile"):
+        Tokenizer.from_dir(tmp_path).apply_chat_template(turns)
