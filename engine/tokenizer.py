@@ -111,8 +111,9 @@ class Tokenizer:
             raise TokenizerError(f"model directory {model_dir} does not exist")
         path = model_dir / TOKENIZER_FILE
         if not path.is_file():
-            raise TokenizerError(f"{model_dir} has no {TOKENIZER_FILE}: text prompts need the checkpoint's Hugging Face "
-                                 f"tokenizer ({_MAKE_HINT.replace('DIR', str(model_dir))}); token ids work without it")
+            fix = _MAKE_HINT.replace("DIR", str(model_dir))
+            raise TokenizerError(f"{model_dir} has no {TOKENIZER_FILE}: text prompts need the checkpoint's "
+                                 f"Hugging Face tokenizer ({fix}); token ids work without it")
         try:
             backend = Backend.from_file(str(path))
         except Exception as exc:  # the Rust loader raises a bare Exception on any malformed field

@@ -113,7 +113,8 @@ def write_tokenizer(model_dir: Path) -> list[Path]:
     specials = special_tokens_layout(vocab_size=vocab_size, bos_token_id=bos_id, eos_token_id=eos_id)
     pieces, merges = _train(vocab_size - len(specials))
     regular = iter(pieces)
-    padding = (f"<|reserved_special_token_{n}|>" for n in range(3 + len(specials) - len(LLAMA3_SPECIAL_HEAD), vocab_size))
+    first_free = 3 + len(specials) - len(LLAMA3_SPECIAL_HEAD)  # the block holds reserved tokens 0..first_free-1
+    padding = (f"<|reserved_special_token_{n}|>" for n in range(first_free, vocab_size))
     vocab: dict[str, int] = {}
     special_ids = dict(specials)
     for token_id in range(vocab_size):

@@ -1,4 +1,4 @@
-"""`bitcase model ...`: write random-initialised checkpoints of the preset shapes (with tokenizers) and describe them."""
+"""`bitcase model ...`: write random-initialised preset checkpoints (with tokenizers) and describe checkpoints."""
 
 from __future__ import annotations
 
