@@ -3,7 +3,8 @@
 Tensor names, shapes and config.json follow the real Hugging Face layouts (``tiny`` as a
 LlamaForCausalLM, ``small`` as a Qwen2ForCausalLM with q/k/v biases, ``llama-1b`` as
 Llama-3.2-1B including its "llama3" ``rope_scaling``). Values come from one seeded CPU generator
-in name order, so a (preset, seed, dtype) always writes the same bytes.
+in name order, so a (preset, seed, dtype) always writes the same bytes. Beside the weights goes a
+small real tokenizer (``engine.tokenizer_make``) whose vocabulary matches the preset's.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from safetensors.torch import save_file
 
 from engine.loader import INDEX_FILE, expected_shapes
 from engine.model_config import read_model_spec
+from engine.tokenizer_make import write_tokenizer
 from kernels.shapes import ModelShape, preset
 
 __all__ = ["preset_config", "make_checkpoint", "DEFAULT_MAX_SHARD_BYTES"]
@@ -70,14 +72,19 @@ def _init_tensor(name: str, shape: tuple[int, ...], generator: torch.Generator, 
 
 
 def make_checkpoint(name: str, out_dir: Path, *, seed: int = 0, dtype: str | None = None,
-                    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES) -> Path:
-    """Write config.json and safetensors (sharded with an index above ``max_shard_bytes``) to ``out_dir``."""
+                    max_shard_bytes: int = DEFAULT_MAX_SHARD_BYTES, tokenizer: bool = True) -> Path:
+    """Write config.json and safetensors (sharded with an index above ``max_shard_bytes``) to ``out_dir``.
+
+    With ``tokenizer`` (the default) also tokenizer.json, tokenizer_config.json and generation_config.json.
+    """
     if max_shard_bytes <= 0:
         raise ValueError(f"max_shard_bytes must be positive, got {max_shard_bytes}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     config = preset_config(name, dtype=dtype)
     (out_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if tokenizer:
+        write_tokenizer(out_dir)
     spec = read_model_spec(out_dir)
     torch_dtype = torch.float32 if config["torch_dtype"] == "float32" else torch.bfloat16
     generator = torch.Generator(device="cpu").manual_seed(seed)

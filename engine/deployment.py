@@ -110,7 +110,10 @@ def current_deployment(model_dir: Path | None = None, **overrides: Any) -> Deplo
 
     config = EngineConfig.from_kwargs(**overrides)
     with tempfile.TemporaryDirectory(prefix="bitcase-d-") as tmp:
-        directory = Path(model_dir) if model_dir is not None else make_checkpoint("tiny", Path(tmp), seed=0)
+        if model_dir is not None:
+            directory = Path(model_dir)
+        else:  # D has no tokenizer field: only the weights and config.json are needed
+            directory = make_checkpoint("tiny", Path(tmp), seed=0, tokenizer=False)
         spec = read_model_spec(directory)
         digest = weights_digest(read_checkpoint(directory, spec))
     dtype = spec.serving_dtype(config.dtype)

@@ -1,6 +1,7 @@
 """Reading request files: one prompt per line, as comma-separated token ids or a JSON object (torch-free).
 
-A JSON line is ``{"token_ids": [...], "max_tokens": 8, "temperature": 0.7, ...}``: any
+A JSON line is ``{"token_ids": [...], "max_tokens": 8, "temperature": 0.7, ...}`` or, with text,
+``{"prompt": "Once upon a time", ...}`` (encoded by the caller's tokenizer): any
 :class:`~engine.sampling_params.SamplingParams` field overrides the defaults for that request.
 Blank lines are skipped. Every error names the file and line.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from engine.sampling_params import SamplingParams
 
@@ -39,8 +40,27 @@ def _sampling(defaults: dict[str, Any], overrides: dict[str, Any]) -> SamplingPa
     return SamplingParams(**{**defaults, **overrides})
 
 
-def read_requests_file(path: Path, defaults: dict[str, Any]) -> list[tuple[list[int], SamplingParams]]:
-    """Every request of ``path`` as (prompt token ids, sampling parameters)."""
+def _prompt_ids(obj: dict[str, Any], encode: Callable[[str], list[int]] | None) -> list[int]:
+    if ("token_ids" in obj) == ("prompt" in obj):
+        raise ValueError("give exactly one of token_ids (a list of integers) or prompt (text)")
+    if "prompt" in obj:
+        if not isinstance(obj["prompt"], str):
+            raise ValueError(f"prompt must be text, got {type(obj['prompt']).__name__}; token ids go in token_ids")
+        if encode is None:
+            raise ValueError("a text prompt needs a tokenizer")
+        return encode(obj["prompt"])
+    token_ids = obj["token_ids"]
+    if not isinstance(token_ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in token_ids):
+        raise ValueError("token_ids must be a list of integers")
+    return token_ids
+
+
+def read_requests_file(path: Path, defaults: dict[str, Any], *, encode: Callable[[str], list[int]] | None = None
+                       ) -> list[tuple[list[int], SamplingParams]]:
+    """Every request of ``path`` as (prompt token ids, sampling parameters).
+
+    ``encode`` turns a ``"prompt"`` text into token ids; a ValueError it raises is reported with the line.
+    """
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError as exc:
@@ -54,15 +74,12 @@ def read_requests_file(path: Path, defaults: dict[str, Any]) -> list[tuple[list[
         try:
             if text.startswith("{"):
                 obj = json.loads(text)
-                unknown = sorted(set(obj) - _SAMPLING_FIELDS - {"token_ids"})
+                unknown = sorted(set(obj) - _SAMPLING_FIELDS - {"token_ids", "prompt"})
                 if unknown:
-                    raise ValueError(f"unknown field(s) {', '.join(unknown)}; known: token_ids, "
+                    raise ValueError(f"unknown field(s) {', '.join(unknown)}; known: prompt, token_ids, "
                                      f"{', '.join(sorted(_SAMPLING_FIELDS))}")
-                token_ids = obj.get("token_ids")
-                if not isinstance(token_ids, list) or not all(isinstance(t, int) and not isinstance(t, bool)
-                                                              for t in token_ids):
-                    raise ValueError("token_ids must be a list of integers")
-                params = _sampling(defaults, {k: v for k, v in obj.items() if k != "token_ids"})
+                token_ids = _prompt_ids(obj, encode)
+                params = _sampling(defaults, {k: v for k, v in obj.items() if k not in ("token_ids", "prompt")})
             else:
                 token_ids, params = parse_token_ids(text), _sampling(defaults, {})
         except json.JSONDecodeError as exc:

@@ -1,4 +1,4 @@
-"""`bitcase generate`: run requests (token ids in, token ids out) through the deterministic engine."""
+"""`bitcase generate`: run requests (text or token ids in, token ids and text out) through the deterministic engine."""
 
 from __future__ import annotations
 
@@ -14,11 +14,14 @@ from assurance.cli._common import JsonOption, err_console, fail
 
 def generate(
     model: Annotated[Path, typer.Option("--model", help="Checkpoint directory (config.json + *.safetensors).")],
+    prompt: Annotated[Optional[list[str]], typer.Option(
+        "--prompt", help="A text prompt, encoded by the checkpoint's tokenizer (repeat for several requests).")]
+    = None,
     prompt_ids: Annotated[Optional[str], typer.Option(
         "--prompt-ids", help="One prompt as comma-separated token ids, e.g. 1,2,3.")] = None,
     prompts_file: Annotated[Optional[Path], typer.Option(
         "--prompts-file", help="One prompt per line: comma-separated token ids, or a JSON object with "
-                               "token_ids and any sampling field.")] = None,
+                               "token_ids or prompt (text) and any sampling field.")] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Tokens to produce per request.")] = 16,
     temperature: Annotated[float, typer.Option("--temperature", help="0 is greedy.")] = 0.0,
     top_k: Annotated[int, typer.Option("--top-k", help="Keep the k most likely tokens (0: all).")] = 0,
@@ -44,29 +47,39 @@ def generate(
         "--expect-deployment", help="Refuse to run unless the engine's D has this digest.")] = None,
     json_out: JsonOption = False,
 ) -> None:
-    """Generate tokens for prompts given as token ids.
+    """Generate tokens for prompts given as text or token ids.
 
-    Prints one line per request in input order (index, produced token ids, finish reason), or with
-    --json a list of objects with token_ids, finish_reason, sampler_state and the logit-row digests.
-    The deployment configuration's digest goes to stderr.
+    Prints one line per request in input order (index, produced token ids, finish reason and, when
+    the checkpoint has a tokenizer, the produced text as a JSON string), or with --json a list of
+    objects with token_ids, text, finish_reason, sampler_state and the logit-row digests. Text is
+    encoded with the tokenizer's special tokens (a BOS first, as vLLM's completions do). The
+    deployment configuration's digest goes to stderr.
     """
     from engine.requests_file import RequestsFileError, parse_token_ids, read_requests_file
+    from engine.sampling_params import SamplingParams
 
-    if (prompt_ids is None) == (prompts_file is None):
-        fail("give exactly one of --prompt-ids or --prompts-file")
+    if sum(source is not None for source in (prompt, prompt_ids, prompts_file)) != 1:
+        fail("give exactly one of --prompt, --prompt-ids or --prompts-file")
+    tokenizer, tokenizer_error = _tokenizer(model)
+
+    def encode(text: str) -> list[int]:
+        if tokenizer is None:
+            raise ValueError(tokenizer_error)
+        return tokenizer.encode(text)
+
     defaults: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature, "top_k": top_k,
                                 "top_p": top_p, "seed": seed, "ignore_eos": ignore_eos}
     try:
         if prompts_file is not None:
-            requests = read_requests_file(prompts_file, defaults)
+            requests = read_requests_file(prompts_file, defaults, encode=encode)
+        elif prompt is not None:
+            requests = [(encode(text), SamplingParams(**defaults)) for text in prompt]
         else:
-            from engine.sampling_params import SamplingParams
-
             requests = [(parse_token_ids(prompt_ids or ""), SamplingParams(**defaults))]
     except RequestsFileError as exc:
         fail(str(exc))
     except ValueError as exc:
-        fail(f"--prompt-ids or sampling options: {exc}")
+        fail(f"{'--prompt' if prompt is not None else '--prompt-ids'} or sampling options: {exc}")
 
     from engine.config import EngineConfig
     from engine.deployment import DeploymentMismatch
@@ -93,7 +106,8 @@ def generate(
         try:
             engine.validate(token_ids, params)
         except BadRequestError as exc:
-            where = f"{prompts_file} request {i + 1}" if prompts_file else "--prompt-ids"
+            where = (f"{prompts_file} request {i + 1}" if prompts_file else
+                     f"--prompt {i + 1}" if prompt is not None else "--prompt-ids")
             fail(f"{where}: {exc}")
     ids = [engine.add_request(token_ids, params) for token_ids, params in requests]
     started = time.perf_counter()
@@ -103,11 +117,26 @@ def generate(
     num_tokens = sum(len(o.token_ids) for o in results)
     err_console.print(f"{len(results)} request(s), {num_tokens} token(s) in {engine.num_steps} step(s), "
                       f"{time.perf_counter() - started:.2f} s", highlight=False, soft_wrap=True)
+    texts = [None if tokenizer is None else tokenizer.decode(o.token_ids) for o in results]
     if json_out:
-        typer.echo(json.dumps([{"index": n, **o.to_dict()} for n, o in enumerate(results)], indent=2))
+        typer.echo(json.dumps([{"index": n, **o.to_dict(), "text": text}
+                               for n, (o, text) in enumerate(zip(results, texts, strict=True))], indent=2))
         return
-    for n, o in enumerate(results):
-        typer.echo(f"{n}\t{','.join(map(str, o.token_ids))}\t{o.finish_reason}")
+    for n, (o, text) in enumerate(zip(results, texts, strict=True)):
+        line = f"{n}\t{','.join(map(str, o.token_ids))}\t{o.finish_reason}"
+        typer.echo(line if text is None else f"{line}\t{json.dumps(text, ensure_ascii=False)}")
+
+
+def _tokenizer(model: Path) -> tuple[Any, str | None]:
+    """The checkpoint's tokenizer, or None and why not (token-id prompts need none)."""
+    from engine.tokenizer import TOKENIZER_FILE, Tokenizer, TokenizerError
+
+    try:
+        return Tokenizer.from_dir(model), None
+    except TokenizerError as exc:
+        if (model / TOKENIZER_FILE).is_file():  # present but broken: say so even when only ids are given
+            err_console.print(f"warning: no text output: {exc}", highlight=False, soft_wrap=True, markup=False)
+        return None, str(exc)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,4 @@
-"""`bitcase model ...`: write random-initialised checkpoints of the preset shapes and describe checkpoints."""
+"""`bitcase model ...`: write random-initialised preset checkpoints (with tokenizers) and describe checkpoints."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ def make(
 ) -> None:
     """Write a random-initialised checkpoint with real Hugging Face tensor names, shapes and config.json.
 
-    The same preset, seed and dtype always write the same bytes. Prints the directory and the
-    weights digest.
+    A small real tokenizer comes with it (as `bitcase model tokenizer` writes). The same preset,
+    seed and dtype always write the same bytes. Prints the directory and the weights digest.
     """
     from kernels.shapes import PRESETS
 
@@ -54,17 +54,52 @@ def make(
     typer.echo(f"{out_dir}\t{digest}")
 
 
+@model_app.command("tokenizer")
+def tokenizer(
+    model_dir: ModelDir,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite a tokenizer.json that is already there.")] = False,
+) -> None:
+    """Write a small real tokenizer that fits a checkpoint's config.json, for text prompts.
+
+    Byte-level BPE trained on text bitcase ships, with exactly config.json's vocab_size entries
+    and Llama 3's special tokens from its bos_token_id on (ids the corpus cannot fill are reserved
+    special tokens), tokenizer_config.json with a Llama-3-style chat template, and
+    generation_config.json. Weights and config.json are not touched, so D stays the same. The
+    same config.json always gives the same bytes. Prints the directory and the tokenizer digest.
+    """
+    from engine.tokenizer import TOKENIZER_FILE, Tokenizer
+    from engine.tokenizer_make import write_tokenizer
+
+    if not (model_dir / "config.json").is_file():
+        fail(f"{model_dir} has no config.json", hint="make a checkpoint with `bitcase model make DIR` first")
+    if (model_dir / TOKENIZER_FILE).exists() and not force:
+        fail(f"{model_dir} already has a {TOKENIZER_FILE}", hint="pass --force to overwrite it")
+    with err_console.status(f"training the tokenizer for {model_dir}", spinner="dots"):
+        try:
+            write_tokenizer(model_dir)
+        except (OSError, ValueError) as exc:
+            fail(f"cannot write a tokenizer for {model_dir}: {exc}")
+    typer.echo(f"{model_dir}\t{Tokenizer.from_dir(model_dir).digest}")
+
+
 @model_app.command("info")
 def info(model_dir: ModelDir, json_out: JsonOption = False) -> None:
-    """Describe a checkpoint: architecture, shape, dtype, RoPE scaling and the weights digest."""
+    """Describe a checkpoint: architecture, shape, dtype, RoPE scaling, weights and tokenizer digests."""
     from engine.loader import read_checkpoint, weights_digest
     from engine.model_config import ModelConfigError, read_model_spec
+    from engine.tokenizer import TOKENIZER_FILE, Tokenizer, TokenizerError
 
     try:
         spec = read_model_spec(model_dir)
         digest = weights_digest(read_checkpoint(model_dir, spec))
     except ModelConfigError as exc:
         fail(str(exc), hint="point to a directory written by `bitcase model make` or a Hugging Face export")
+    tok = None
+    if (model_dir / TOKENIZER_FILE).is_file():
+        try:
+            tok = Tokenizer.from_dir(model_dir)
+        except TokenizerError as exc:
+            err_console.print(f"warning: {exc}", highlight=False, soft_wrap=True, markup=False)
     data = {"model_dir": str(model_dir), "architecture": spec.architecture, "hidden_size": spec.hidden_size,
             "num_layers": spec.num_layers, "num_heads": spec.num_heads, "num_kv_heads": spec.num_kv_heads,
             "head_dim": spec.head_dim, "intermediate_size": spec.intermediate_size,
@@ -72,7 +107,10 @@ def info(model_dir: ModelDir, json_out: JsonOption = False) -> None:
             "tie_word_embeddings": spec.tie_word_embeddings, "rope_theta": spec.rope_theta,
             "rope_scaling": spec.rope_scaling_dict, "max_position_embeddings": spec.max_position_embeddings,
             "checkpoint_dtype": spec.checkpoint_dtype, "eos_token_ids": list(spec.eos_token_ids),
-            "config_digest": spec.config_digest, "weights_digest": digest}
+            "config_digest": spec.config_digest, "weights_digest": digest,
+            "tokenizer_digest": None if tok is None else tok.digest,
+            "tokenizer_vocab_size": None if tok is None else tok.vocab_size,
+            "has_chat_template": None if tok is None else tok.has_chat_template}
     if json_out:
         typer.echo(json.dumps(data, indent=2))
         return

@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 from assurance.cli.main import app
 from engine.llm_engine import LLM
 from engine.sampling_params import SamplingParams
+from engine.tokenizer import Tokenizer
 
 runner = CliRunner()
 ENGINE = dict(page_size=16, num_pages=32, max_model_len=64)
@@ -54,7 +55,8 @@ def test_generate_prints_the_engines_tokens(tiny_dir):
     assert result.exit_code == 0, result.output
     expected = LLM(tiny_dir, **ENGINE).generate(
         [[1, 2, 3]], SamplingParams(max_tokens=4, ignore_eos=True))[0]
-    assert result.stdout == f"0\t{','.join(map(str, expected.token_ids))}\tlength\n"
+    text = json.dumps(Tokenizer.from_dir(tiny_dir).decode(expected.token_ids), ensure_ascii=False)
+    assert result.stdout == f"0\t{','.join(map(str, expected.token_ids))}\tlength\t{text}\n"
     assert "deployment sha256:" in err(result)
 
 
@@ -98,7 +100,7 @@ def test_generate_names_the_bad_line(tmp_path, tiny_dir, content, message):
 
 
 @pytest.mark.parametrize("args, message", [
-    ([], "exactly one of --prompt-ids or --prompts-file"),
+    ([], "exactly one of --prompt, --prompt-ids or --prompts-file"),
     (["--prompt-ids", ""], "no token ids"),
     (["--prompt-ids", "1", "--max-tokens", "100"], "needs 101 positions"),
     (["--prompt-ids", "1", "--temperature", "-1"], "temperature"),
