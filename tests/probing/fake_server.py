@@ -35,6 +35,7 @@ class FakeConfig:
     max_logprobs: int = 20
     step_s: float = 0.003
     model: str = "fake-model"
+    busy_after: int | None = None  # answer 503 once, after this many requests for more than 2 tokens
 
 
 def _log_softmax(row: np.ndarray) -> np.ndarray:
@@ -49,6 +50,8 @@ class FakeServer:
     config: FakeConfig
     in_flight: int = 0
     served: int = 0
+    received: int = 0
+    was_busy: bool = False
     cache: set = field(default_factory=set)
 
     def logits(self, context: list[int], shift: int) -> np.ndarray:
@@ -72,6 +75,10 @@ class FakeServer:
     async def completions(self, request: Request) -> JSONResponse:
         body = await request.json()
         c = self.config
+        self.received += int(body.get("max_tokens", 16)) > 2  # the probe's feature checks ask for 1 or 2
+        if c.busy_after is not None and self.received == c.busy_after + 1 and not self.was_busy:
+            self.was_busy = True
+            return JSONResponse({"error": {"message": "busy"}}, status_code=503)
         if isinstance(body.get("prompt"), list) and "token_ids" in c.lacks:
             return JSONResponse({"error": {"message": "prompt must be a string"}}, status_code=400)
         if body.get("echo") and "echo" in c.lacks:
