@@ -145,7 +145,13 @@ def run_probe(endpoint: Endpoint, settings: Settings, *, api: str = "auto", top_
     names = list(scenarios or scenario_names())
     unknown = sorted(set(names) - set(scenario_names()))
     if unknown:
-        raise ProbeInputError(f"unknown scenario(s): {', '.join(unknown)}", hint="one of: " + ", ".join(scenario_names()))
+        raise ProbeInputError(f"unknown scenario(s): {', '.join(unknown)}",
+                              hint="one of: " + ", ".join(scenario_names()))
+    declared_chunk = (declared or {}).get("chunk_size")
+    if declared_chunk is not None and (not isinstance(declared_chunk, int) or isinstance(declared_chunk, bool)
+                                       or declared_chunk < 1):
+        raise ProbeInputError(f"--deployment: chunk_size {declared_chunk!r} is not a positive integer",
+                              hint="declare the server's prefill chunk in tokens, e.g. \"chunk_size\": 512")
     if settings.seed == 0:
         settings = replace(settings, seed=int.from_bytes(os.urandom(4), "big") or 1)
     return asyncio.run(_probe(endpoint, settings, api=api, top_k=top_k, vocab=vocab, chunk_size=chunk_size,

@@ -71,8 +71,7 @@ async def _long(ctx: Context) -> list[UnitResult]:
     length, why = _long_length(ctx)
     if length is None:
         return not_exercised("long", _long_units(ctx), why)
-    if ctx.settings.concurrency < 4:
-        why_load = f"--concurrency {ctx.settings.concurrency} allows fewer than 3 companions"
+    why_load = f"--concurrency {ctx.settings.concurrency} allows fewer than 3 companions"
     results = []
     for i in range(ctx.settings.requests):
         prompt = ctx.prompts.make(length)

@@ -124,12 +124,14 @@ class FakeServer:
             entries.append(self.entry(lp, token, k, as_ids))
             context.append(token)
         if body.get("echo"):
-            echoed = [self.entry(_log_softmax(self.logits(prompt[:i], 1 if "prefill" in p else 0)), prompt[i], k, as_ids)
-                      if i else (self.entry(np.zeros(c.vocab, np.float32), prompt[0], 0, as_ids)[0], None, None)
+            shift = 1 if "prefill" in p else 0
+            echoed = [self.entry(_log_softmax(self.logits(prompt[:i], shift)), prompt[i], k, as_ids) if i
+                      else (self.entry(np.zeros(c.vocab, np.float32), prompt[0], 0, as_ids)[0], None, None)
                       for i in range(len(prompt))]
             entries = echoed + entries
-        logprobs = None if not k else {"tokens": [e[0] for e in entries], "token_logprobs": [e[1] for e in entries],
-                                       "top_logprobs": [e[2] for e in entries], "text_offset": list(range(len(entries)))}
+        logprobs = None if not k else {
+            "tokens": [e[0] for e in entries], "token_logprobs": [e[1] for e in entries],
+            "top_logprobs": [e[2] for e in entries], "text_offset": list(range(len(entries)))}
         usage = {"prompt_tokens": len(prompt), "completion_tokens": len(context) - len(prompt),
                  "total_tokens": len(context)}
         if "cached_tokens" not in c.lacks:

@@ -114,3 +114,12 @@ def test_ctrl_c_stores_nothing(fake_server, tmp_path, store, monkeypatch):
 
     with open_session(str(store)) as session:
         assert list_deployments(session=session) == []
+
+
+def test_a_declared_chunk_size_must_be_a_positive_integer(fake_server, tmp_path):
+    declared = tmp_path / "d.json"
+    declared.write_text(json.dumps({"chunk_size": "big"}))
+    with fake_server() as url:
+        result = invoke("probe", url, "--model", "fake-model", "--deployment", declared, "--out", tmp_path / "b.jsonl")
+    assert result.exit_code == 2
+    assert "chunk_size 'big' is not a positive integer" in " ".join(result.stderr.split())

@@ -72,3 +72,12 @@ def test_prefix_comparability_and_text_fallback():
     assert compare_completions(a, b) is None
     c = parse_completion({"choices": [{"text": "help"}]})
     assert compare_completions(a, c).what == ("text",)
+
+
+@pytest.mark.parametrize("module", ["probing.floats", "probing.wire", "probing.diff", "probing.client"])
+def test_doctests(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0
