@@ -79,6 +79,7 @@ COMMAND_MODULES = (
     "assurance.cli.model",
     "assurance.cli.generate",
     "assurance.cli.compare",
+    "assurance.cli.probe",
 )
 
 for _name in COMMAND_MODULES:

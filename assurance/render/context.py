@@ -96,6 +96,7 @@ def scope_context(scope: ScopeModel, node_prefix: str, evidence_prefix: str) -> 
         "evidence_ids": evidence_ids,
         "links": Links(node_prefix, evidence_prefix, by_id, evidence_ids),
         "verdicts": [_verdict(by_id[c], scope) for c in scope.top_claims],
+        "is_external": scope.deployment_fields.get("kind") == "external",
         "metrics": _metrics(scope),
         "attention": _attention(scope),
         "rows": tree_rows(scope),

@@ -93,6 +93,8 @@ def build_diagram(scope: ScopeModel, *, focus: str | None = None) -> "pydot.Dot"
     title = f"Trust boundaries under D {short_digest(scope.deployment_digest)}"
     if focus:
         title += f": what {clean_text(focus)} rests on"
+    if scope.deployment_fields.get("kind") == "external":
+        title += " (an external engine: test evidence about a black box; its inside is outside the case)"
     graph = pydot.Dot("trust_boundaries", graph_type="digraph", rankdir="LR", compound="true",
                       fontname="Helvetica", fontsize="12", label=dot_quote(title, 160),
                       labelloc="t", nodesep="0.4", ranksep="0.9")
