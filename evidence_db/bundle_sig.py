@@ -31,7 +31,7 @@ from evidence_db.keys import KeyFormatError, PublicKey, SigningKey, parse_public
 from evidence_db.prepare import PreparedRecord
 
 __all__ = ["SIG_SUFFIX", "STATEMENT_TYPE", "PREDICATE_TYPE", "BundleSignature", "signature_path", "records_digest",
-           "write_signature", "read_signature", "statement_of"]
+           "write_signature", "read_signature", "statement_of", "statement_fields"]
 
 SIG_SUFFIX = ".sig"
 STATEMENT_TYPE = "application/vnd.in-toto+json"
@@ -135,7 +135,7 @@ def read_signature(bundle: Path) -> BundleSignature | None:
         if envelope.payload_type != STATEMENT_TYPE:
             raise EnvelopeError(f"payloadType is {envelope.payload_type!r}, not {STATEMENT_TYPE!r}")
         statement = json.loads(envelope.payload.decode("utf-8"))
-        signer, num_records, digest, file_sha = _statement_fields(statement)
+        signer, num_records, digest, file_sha = statement_fields(statement)
     except (EnvelopeError, KeyFormatError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise SignatureError(f"not a bitcase bundle signature: {exc}", where=where,
                              hint=f"delete {path.name} to ingest the bundle as unsigned, or re-sign it") from None
@@ -148,8 +148,8 @@ def read_signature(bundle: Path) -> BundleSignature | None:
     return BundleSignature(envelope, signer, num_records, digest, where)
 
 
-def _statement_fields(statement: Any) -> tuple[PublicKey, int, str, str]:
-    """(signer, number of records, records digest, file sha256) of a statement, or EnvelopeError."""
+def statement_fields(statement: Any) -> tuple[PublicKey, int, str, str]:
+    """(signer, number of records, records digest, file sha256) of a bundle statement, or EnvelopeError."""
     try:
         if statement["_type"] != IN_TOTO_STATEMENT or statement["predicateType"] != PREDICATE_TYPE:
             raise EnvelopeError(f"not an in-toto statement of type {PREDICATE_TYPE}")
