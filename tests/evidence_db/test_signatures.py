@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from evidence_db.bundle import write_bundle
 from evidence_db.bundle_sig import read_signature, signature_path
 from evidence_db.canonical import canonical_json, sha256_digest
+from evidence_db.checkpoint import checkpoint_problems, make_checkpoint, read_checkpoint, write_checkpoint
 from evidence_db.chain import GENESIS_DIGEST, chain_link, content_digest_of_text, review_content
 from evidence_db.errors import SignatureError
 from evidence_db.ingest import SignaturePolicy, ingest_paths
@@ -197,12 +198,20 @@ def test_attack_full_rewrite_keeping_the_signature(db_session: Session, tmp_path
     assert (seq, kind) == (5, "signature") and "not the ones" in reason
 
 
+def _checkpoint(session: Session, key: SigningKey, path: Path):
+    write_checkpoint(path, make_checkpoint(session=session, key=key))
+    return read_checkpoint(path)
+
+
 def test_attack_full_rewrite_dropping_the_signature_needs_a_checkpoint(db_session: Session, tmp_path: Path,
                                                                        ring: Keyring, ada: SigningKey) -> None:
     _ingest(db_session, _signed(tmp_path, ada), ring)
-    _rewrite(db_session, [record(0, status="fail"), *records(3, start=1)], keep_signature=False)
+    checkpoint = _checkpoint(db_session, ada, tmp_path / "head.json")
+    _rewrite(db_session, [record(0, status="fail"), *records(4, start=1)], keep_signature=False)
     assert verify_chain(session=db_session).is_intact  # undetectable from the store alone…
-    assert list_signers(session=db_session) == []  # …but the signature is gone (test_checkpoint: detected)
+    assert list_signers(session=db_session) == []  # …but the signature is gone, and the checkpoint sees it:
+    (problem,) = checkpoint_problems(session=db_session, checkpoint=checkpoint, trusted=ring.trusted())
+    assert "rewritten" in problem
 
 
 def _signed_review(session: Session, key: SigningKey) -> None:
@@ -251,8 +260,12 @@ def test_attack_signed_review_rewritten(db_session: Session, ada: SigningKey) ->
     assert (seq, kind) == (1, "review") and "does not verify" in reason
 
 
-def test_attack_signed_review_rewritten_as_unsigned_needs_a_checkpoint(db_session: Session, ada: SigningKey) -> None:
+def test_attack_signed_review_rewritten_as_unsigned_needs_a_checkpoint(db_session: Session, tmp_path: Path,
+                                                                       ring: Keyring, ada: SigningKey) -> None:
     _signed_review(db_session, ada)
+    checkpoint = _checkpoint(db_session, ada, tmp_path / "head.json")
     _rechain_last_review(db_session, decision="reject", signer_key_id=None)
     assert verify_chain(session=db_session).is_intact  # undetectable from the store alone
-    assert list_reviews(session=db_session)[0].signer_key_id is None  # and shown as unsigned
+    assert list_reviews(session=db_session)[0].signer_key_id is None  # shown as unsigned; the checkpoint sees it:
+    (problem,) = checkpoint_problems(session=db_session, checkpoint=checkpoint, trusted=ring.trusted())
+    assert "rewritten" in problem
