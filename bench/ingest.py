@@ -1,8 +1,11 @@
 """Benchmark the evidence store: ingest 100,000 realistic items into a fresh SQLite file, then verify.
 
-    python bench/ingest.py [--items 100000] [--runs 3]
+    python bench/ingest.py [--items 100000] [--runs 3] [--signed]
 
-Writes one JSONL bundle (not timed), then for each run, in a fresh process and a fresh store:
+Writes one JSONL bundle (not timed; with --signed, also its detached signature by a fresh
+key, which the runs trust and require: `ingest --require-signed`, so the signature, the
+file digest and every record against the signed records digest are checked, and the
+signature is stored and linked to every item), then for each run, in a fresh process and a fresh store:
 times ``ingest_paths`` (parse, validate, digest, insert, commit: what ``bitcase ingest`` does
 after start-up) and ``verify_chain`` (what ``bitcase audit verify`` does), wall clock and CPU
 time (the ingest's CPU time includes its worker process, which prepares records while the
@@ -82,8 +85,9 @@ def _children_cpu_s() -> float:
 
 
 def run_once(bundle: Path, db_file: Path) -> dict[str, float]:
-    """One measured run in this process: fresh store, ingest the bundle, verify the chain."""
-    from evidence_db.ingest import ingest_paths
+    """One measured run in this process: fresh store, ingest the bundle, verify the chain (and signatures)."""
+    from evidence_db.ingest import SignaturePolicy, ingest_paths
+    from evidence_db.keyring import keyring_from_env
     from evidence_db.migrate import upgrade
     from evidence_db.session import open_session
     from evidence_db.verify import verify_chain
@@ -91,8 +95,10 @@ def run_once(bundle: Path, db_file: Path) -> dict[str, float]:
     url = f"sqlite:///{db_file}"
     upgrade(url)
     start, start_cpu, start_worker_cpu = time.perf_counter(), time.process_time(), _children_cpu_s()
+    policy = SignaturePolicy(keyring_from_env().trusted(), is_signed_required=os.environ.get("BITCASE_KEYS") is not None)
     with open_session(url, write=True) as session:
-        [(_, result)] = ingest_paths(session=session, paths=[bundle])
+        [(_, result)] = ingest_paths(session=session, paths=[bundle], signed=policy)
+    assert policy.is_signed_required == (result.signed_by is not None)
     ingest_s, main_cpu_s = time.perf_counter() - start, time.process_time() - start_cpu
     worker_cpu_s = _children_cpu_s() - start_worker_cpu
     ingest_cpu_s = main_cpu_s + worker_cpu_s
@@ -100,7 +106,7 @@ def run_once(bundle: Path, db_file: Path) -> dict[str, float]:
     with open_session(url) as session:
         report = verify_chain(session=session)
     verify_s, verify_cpu_s = time.perf_counter() - start, time.process_time() - start_cpu
-    assert report.is_intact and report.num_rows == result.added, report
+    assert report.is_intact and report.num_rows == result.added + (result.signed_by is not None), report
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     worker_peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return {"items": result.added, "ingest_s": ingest_s, "items_per_s": result.added / ingest_s,
@@ -114,6 +120,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--signed", action="store_true", help="sign the bundle; the runs require and check it")
     parser.add_argument("--child", nargs=2, metavar=("BUNDLE", "DB"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -121,16 +128,27 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="bitcase-bench-") as tmp:
         bundle = Path(tmp) / "bench.jsonl"
-        write_bundle(bundle, make_records(args.items))
+        env = os.environ.copy()
+        env.pop("BITCASE_TRUSTED_KEYS", None)
+        env.pop("BITCASE_KEYS", None)
+        signer = None
+        if args.signed:
+            from evidence_db.keyring import Keyring
+
+            env["BITCASE_KEYS"] = str(Path(tmp) / "keys")
+            ring = Keyring(Path(env["BITCASE_KEYS"]), Path(env["BITCASE_KEYS"]) / "trusted_keys")
+            ring.trust(ring.generate("bench").public)
+            signer = ring.signing_key("bench")
+        write_bundle(bundle, make_records(args.items), signer=signer)
         print(f"bundle: {args.items} items, {bundle.stat().st_size / 2**20:.1f} MiB", file=sys.stderr)
         runs = []
         for index in range(args.runs):
             out = subprocess.run([sys.executable, __file__, "--child", str(bundle), str(Path(tmp) / f"run{index}.db")],
-                                 capture_output=True, text=True, check=True)
+                                 capture_output=True, text=True, check=True, env=env)
             runs.append(json.loads(out.stdout))
             print(json.dumps(runs[-1]), file=sys.stderr)
     median = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
-    print(f"ingest: {median['items_per_s']:,.0f} items/s ({median['ingest_s']:.2f} s for {int(median['items']):,} "
+    print(f"{'signed' if args.signed else 'unsigned'} bundle ingest: {median['items_per_s']:,.0f} items/s ({median['ingest_s']:.2f} s for {int(median['items']):,} "
           f"items; {median['ingest_cpu_s']:.2f} CPU s: {median['main_cpu_s']:.2f} inserting, "
           f"{median['worker_cpu_s']:.2f} preparing in the worker; {median['items_per_cpu_s']:,.0f} items per CPU second)")
     print(f"audit verify: {median['verify_s']:.2f} s ({median['verify_cpu_s']:.2f} CPU s)")

@@ -54,6 +54,7 @@ class ChainAppender:
                              hint="run `bitcase audit verify` and restore the store from a backup")
         self.seq: int = head.seq
         self.prev_digest: str = head.chain_digest
+        self.record_seqs: list[int] | None = None  # set to a list to collect the seq of every record appended or found
         self._producer_ids: dict[str, uuid.UUID] = {}  # digest -> id
         self._deployment_ids: dict[str, uuid.UUID] = {}
         self._mark = mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
@@ -86,7 +87,7 @@ class ChainAppender:
                 raise RecordConflict(f"record id {rec.record_id!r} also appears at {first.where} with different "
                                      "content", where=rec.where, field="id",
                                      hint="give each distinct record its own id")
-        for record_id, stored_digest in self._stored_digests(list(fresh)):
+        for record_id, stored_digest, stored_seq in self._stored_digests(list(fresh)):
             rec = fresh.pop(record_id)
             if stored_digest != rec.content_digest:
                 raise RecordConflict(f"record id {record_id!r} is already stored with different content "
@@ -94,17 +95,19 @@ class ChainAppender:
                                      where=rec.where, field="id",
                                      hint="stored evidence is append-only: give the new result a new id")
             unchanged += 1
+            if self.record_seqs is not None:
+                self.record_seqs.append(stored_seq)
         if fresh:
             self._insert(list(fresh.values()))
         return IngestResult(added=len(fresh), unchanged=unchanged)
 
-    def _stored_digests(self, record_ids: list[str]) -> list[tuple[str, str]]:
-        """``(record_id, content_digest)`` of the ids already stored (driver SQL: no per-value binding cost)."""
-        found: list[tuple[str, str]] = []
+    def _stored_digests(self, record_ids: list[str]) -> list[tuple[str, str, int]]:
+        """``(record_id, content_digest, seq)`` of the ids already stored (driver SQL: no per-value binding cost)."""
+        found: list[tuple[str, str, int]] = []
         conn = self._session.connection()
         for chunk in _chunks(record_ids, LOOKUP_CHUNK):
             marks = ", ".join([self._mark] * len(chunk))
-            found.extend(conn.exec_driver_sql("SELECT record_id, content_digest FROM evidence_items "
+            found.extend(conn.exec_driver_sql("SELECT record_id, content_digest, seq FROM evidence_items "
                                               f"WHERE record_id IN ({marks})", tuple(chunk)).all())
         return found
 
@@ -118,6 +121,8 @@ class ChainAppender:
                           rec.details_json, rec.produced_at, deployment_ids[rec.deployment_digest],
                           producer_ids[rec.producer_json], rec.content_digest, prev, chain))
             subjects.extend((seq, position, uri, sha) for position, (uri, sha) in enumerate(rec.subjects))
+        if self.record_seqs is not None:
+            self.record_seqs.extend(item[0] for item in items)
         conn = self._session.connection()
         conn.exec_driver_sql(self._insert_item_sql, items)
         if subjects:

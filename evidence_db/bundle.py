@@ -13,9 +13,12 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from evidence_db.canonical import canonical_json, digest_of
+
+if TYPE_CHECKING:
+    from evidence_db.keys import SigningKey
 
 __all__ = [
     "SCHEMA_ID",
@@ -118,16 +121,26 @@ class EvidenceRecord:
         return digest_of(self.to_json_dict())
 
 
-def write_bundle(path: Path, records: Iterable[EvidenceRecord]) -> int:
-    """Write records as JSONL atomically (temp file + rename); return how many were written."""
+def write_bundle(path: Path, records: Iterable[EvidenceRecord], *, signer: SigningKey | None = None) -> int:
+    """Write records as JSONL atomically (temp file + rename); return how many were written.
+
+    With ``signer``, also write the detached signature ``<path>.sig`` (``evidence_db.bundle_sig``);
+    without, remove a ``.sig`` left from an earlier signed bundle at ``path`` (it would not match).
+    """
+    from evidence_db.bundle_sig import signature_path, write_signature
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    signature_path(path).unlink(missing_ok=True)  # first: a crash must not leave an old signature beside new records
+    digests: list[str] = []
     count = 0
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             for record in records:
                 f.write(canonical_json(record.to_json_dict()) + "\n")
+                if signer is not None:
+                    digests.append(record.content_digest())
                 count += 1
             f.flush()
             os.fsync(f.fileno())
@@ -138,4 +151,6 @@ def write_bundle(path: Path, records: Iterable[EvidenceRecord]) -> int:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    if signer is not None:
+        write_signature(path, digests, signer)
     return count

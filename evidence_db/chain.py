@@ -1,6 +1,6 @@
 """The store's hash chain: content digests of rows and the links between them.
 
-One chain runs over evidence items and reviews together, in ``seq`` order (1, 2, 3, …). Each
+One chain runs over evidence items, reviews and bundle signatures together, in ``seq`` order (1, 2, 3, …). Each
 row stores
 
 * ``content_digest``: ``sha256:`` of the canonical JSON of what the row says. For an evidence
@@ -9,7 +9,7 @@ row stores
 * ``prev_chain_digest``: the ``chain_digest`` of row ``seq - 1`` (:data:`GENESIS_DIGEST` for
   seq 1), and
 * ``chain_digest = sha256("<prev_chain_digest>\\n<seq>\\n<kind>\\n<content_digest>")`` with
-  ``kind`` ``evidence`` or ``review``.
+  ``kind`` ``evidence``, ``review`` or ``signature``.
 
 The ``chain_heads`` row holds the last seq and its chain digest, so deleting the newest rows
 is detected too. The canonical JSON of an evidence item is assembled from pre-encoded parts
@@ -27,12 +27,13 @@ from typing import Any, Iterable
 from evidence_db.canonical import DIGEST_PREFIX, canonical_json
 from evidence_db.models import GENESIS_DIGEST
 
-__all__ = ["GENESIS_DIGEST", "KIND_EVIDENCE", "KIND_REVIEW", "REVIEW_SCHEMA_ID", "chain_link",
+__all__ = ["GENESIS_DIGEST", "KIND_EVIDENCE", "KIND_REVIEW", "KIND_SIGNATURE", "REVIEW_SCHEMA_ID", "chain_link",
            "evidence_content_json", "ContentHasher", "producer_json", "deployment_json", "subjects_json",
            "review_content", "content_digest_of_text", "iso_utc"]
 
 KIND_EVIDENCE = "evidence"
 KIND_REVIEW = "review"
+KIND_SIGNATURE = "signature"  # a bundle signature (evidence_db.signatures)
 REVIEW_SCHEMA_ID = "bitcase.review/v1"
 
 
@@ -124,9 +125,13 @@ def iso_utc(moment: datetime) -> str:
 
 
 def review_content(*, target: str, target_digest: str, decision: str, reviewer: str, rationale: str,
-                   expires: date | None, created_at: datetime) -> dict[str, Any]:
-    """What a review says, as hashed into the chain."""
-    return {
+                   expires: date | None, created_at: datetime, signer_key_id: str | None = None) -> dict[str, Any]:
+    """What a review says, as hashed into the chain (and signed, for a signed review).
+
+    A signed review's content also names the signer's key id; an unsigned one's has no
+    ``signer`` key, so its digest is what it always was.
+    """
+    content = {
         "schema": REVIEW_SCHEMA_ID,
         "target": target,
         "target_digest": target_digest,
@@ -136,3 +141,6 @@ def review_content(*, target: str, target_digest: str, decision: str, reviewer: 
         "expires": expires.isoformat() if expires is not None else None,
         "created_at": iso_utc(created_at),
     }
+    if signer_key_id is not None:
+        content["signer"] = signer_key_id
+    return content

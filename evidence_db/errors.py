@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from assurance.cli._common import BitcaseError
 
-__all__ = ["StoreError", "SchemaNotCurrent", "BundleError", "RecordConflict"]
+__all__ = ["StoreError", "SchemaNotCurrent", "BundleError", "RecordConflict", "KeyringError", "SignatureError"]
 
 
 class StoreError(BitcaseError):
@@ -32,3 +32,11 @@ class BundleError(BitcaseError):
 
 class RecordConflict(BundleError):
     """A record id already stored (or repeated in the input) with different content."""
+
+
+class KeyringError(BitcaseError):
+    """A signing key or trusted key that cannot be found, read or used."""
+
+
+class SignatureError(BundleError):
+    """A signature that does not verify, or one that policy refuses (unsigned, untrusted key)."""

@@ -11,25 +11,37 @@ from __future__ import annotations
 import json
 import stat
 from contextlib import nullcontext
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from sqlalchemy.orm import Session
 
-from evidence_db.errors import BundleError
+from evidence_db.bundle_sig import BundleSignature, read_signature, signature_path
+from evidence_db.errors import BundleError, SignatureError
 from evidence_db.junit import junit_records, parse_deployment_json
+from evidence_db.keyring import TrustedKeys
 from evidence_db.pipeline import can_use_worker, prepared_in_worker
 from evidence_db.prepare import CheckedRecord, PreparedRecord, Preparer
 from evidence_db.reader import STDIN, iter_json, iter_jsonl, sniff_kind
 from evidence_db.store import BATCH_SIZE, ingest_prepared
 from evidence_db.views import IngestResult
 
-__all__ = ["ingest_paths", "expand_paths", "parse_obligation_map", "load_deployment_file", "INPUT_SUFFIXES"]
+__all__ = ["ingest_paths", "expand_paths", "parse_obligation_map", "load_deployment_file", "SignaturePolicy",
+           "INPUT_SUFFIXES"]
 
 INPUT_SUFFIXES = (".jsonl", ".ndjson", ".json", ".xml")
 MAX_DEPLOYMENT_FILE_BYTES = 16 * 1024 * 1024
 WORKER_MIN_BYTES = 4 * 1024 * 1024  # below this, starting a worker process costs more than it saves
+
+
+@dataclass(frozen=True, slots=True)
+class SignaturePolicy:
+    """What ingest accepts: with ``is_signed_required``, only bundles signed by a key in ``trusted``."""
+
+    trusted: TrustedKeys
+    is_signed_required: bool = False
 
 
 def expand_paths(paths: Sequence[Path]) -> list[Path]:
@@ -119,21 +131,45 @@ def _is_large_file(path: Path, min_bytes: int) -> bool:
 
 
 def ingest_paths(*, session: Session, paths: Sequence[Path], obligation_map: Sequence[tuple[str, str]] = (),
-                 deployment: dict[str, Any] | None = None,
+                 deployment: dict[str, Any] | None = None, signed: SignaturePolicy | None = None,
                  worker_min_bytes: int = WORKER_MIN_BYTES) -> list[tuple[Path, IngestResult]]:
     """Ingest each file into the session's transaction; return what each file added.
 
     ``obligation_map`` and ``deployment`` apply to JUnit reports only (bundles carry both).
+    A bundle with a ``.sig`` beside it is checked against its signature (any mismatch raises
+    :class:`~evidence_db.errors.SignatureError`) and stored with its signer; ``signed`` can
+    also refuse unsigned input and keys it does not trust.
     Files of ``worker_min_bytes`` or more are prepared in a worker process (same records,
     same errors). Does not commit: use ``open_session(url, write=True)`` so that all files
     land together or, on any error, none do.
     """
     results = []
-    for path in expand_paths(paths):
+    files = expand_paths(paths)
+    signatures = [_signature_of(path, signed) for path in files]  # every file's, before storing any
+    for path, signature in zip(files, signatures):
         if can_use_worker() and _is_large_file(path, worker_min_bytes):
             source = prepared_in_worker(partial(_checked, path, obligation_map, deployment), batch_size=BATCH_SIZE)
         else:
             source = nullcontext(_prepared(path, obligation_map, deployment))
         with source as records:
-            results.append((path, ingest_prepared(session=session, records=records)))
+            results.append((path, ingest_prepared(session=session, records=records, signature=signature)))
     return results
+
+
+def _signature_of(path: Path, policy: SignaturePolicy | None) -> BundleSignature | None:
+    """The verified signature of a file (None: unsigned), refused as ``policy`` says."""
+    is_signable = path != STDIN and sniff_kind(path) != "junit"
+    signature = read_signature(path) if is_signable else None
+    if policy is None or not policy.is_signed_required:
+        return signature
+    if signature is None:
+        why = ("a bundle on standard input has no signature file" if path == STDIN else
+               "a JUnit report cannot be signed" if not is_signable else
+               f"the bundle is unsigned (no {signature_path(path).name} beside it)")
+        raise SignatureError(f"{why}; --require-signed refuses unsigned input", where=str(path),
+                             hint="produce bundles with --sign-key (or $BITCASE_SIGNING_KEY), or drop --require-signed")
+    if policy.trusted.get(signature.key_id) is None:
+        raise SignatureError(f"signed by key {signature.key_id} ({signature.signer.name or 'no name'}), which is not "
+                             f"trusted; --require-signed refuses it", where=str(path),
+                             hint="if you vouch for that key: `bitcase key trust FILE.pub` (its owner has the .pub)")
+    return signature

@@ -1,8 +1,9 @@
 """ORM models of the evidence store (SQLAlchemy 2.0 typed declarative).
 
 Tables: ``deployments`` (a configuration D), ``producer_runs`` (the tool run behind a record),
-``evidence_items`` and their ``subjects``, ``reviews``, and ``chain_heads`` (the tip of the hash
-chain). Evidence items and reviews share one append-only hash chain ordered by ``seq``; see
+``evidence_items`` and their ``subjects``, ``reviews``, ``bundle_signatures`` and the items each
+covers (``signed_evidence``), ``store_identity`` and ``chain_heads`` (the tip of the hash chain).
+Evidence items, reviews and bundle signatures share one append-only hash chain ordered by ``seq``; see
 ``evidence_db/chain.py`` and docs/evidence-format.md. The schema changes only through the
 Alembic migrations in ``evidence_db/migrations``; a test fails when they drift from these models.
 """
@@ -20,7 +21,7 @@ from sqlalchemy.types import DateTime
 from evidence_db.bundle import CATEGORIES, STATUSES
 
 __all__ = ["Base", "Model", "SEQ_TYPE", "Deployment", "ProducerRun", "EvidenceItem", "Subject", "Review",
-           "ChainHead", "DECISIONS", "MAIN_CHAIN", "GENESIS_DIGEST"]
+           "BundleSignature", "SignedEvidence", "StoreIdentity", "ChainHead", "DECISIONS", "MAIN_CHAIN", "GENESIS_DIGEST"]
 
 DECISIONS = ("accept", "reject", "needs-work")
 MAIN_CHAIN = "main"  # the one chain over evidence items and reviews
@@ -39,6 +40,8 @@ DigestStr = Annotated[str, mapped_column(String(71))]  # "sha256:" + 64 hex
 IsoTimeStr = Annotated[str, mapped_column(String(40))]  # ISO 8601 as the producer wrote it
 UtcDateTime = Annotated[datetime, mapped_column(DateTime(timezone=True))]
 SEQ_TYPE = BigInteger().with_variant(Integer, "sqlite")  # SQLite: INTEGER PRIMARY KEY is the rowid
+KeyIdStr = Annotated[str, mapped_column(String(64))]  # "SHA256:" + 43 base64 characters
+PublicKeyStr = Annotated[str, mapped_column(String(200))]  # "ssh-ed25519 AAAA…"
 ChainSeq = Annotated[int, mapped_column(SEQ_TYPE, primary_key=True, autoincrement=False)]  # chain position
 
 
@@ -158,6 +161,49 @@ class Review(Base):
     content_digest: Mapped[DigestStr]
     prev_chain_digest: Mapped[DigestStr]
     chain_digest: Mapped[DigestStr]
+    # A signed review: the key id is also in the chained content, so removing the signature shows.
+    signer_key_id: Mapped[KeyIdStr | None]
+    signer_public_key: Mapped[PublicKeyStr | None]
+    signature: Mapped[str | None] = mapped_column(String(100))  # base64 ed25519 over the DSSE PAE
+
+
+class BundleSignature(Base):
+    """A verified bundle signature, in the hash chain after the records it covers.
+
+    ``envelope`` is the DSSE envelope as ingested (its content digest is chained); the other
+    columns repeat what its statement says, for queries, and verification checks they agree.
+    """
+
+    __tablename__ = "bundle_signatures"
+
+    seq: Mapped[ChainSeq]
+    key_id: Mapped[KeyIdStr] = mapped_column(index=True)
+    public_key: Mapped[PublicKeyStr]
+    envelope: Mapped[str] = mapped_column(Text)
+    num_records: Mapped[int] = mapped_column(BigInteger)
+    records_digest: Mapped[DigestStr]
+    content_digest: Mapped[DigestStr] = mapped_column(unique=True)
+    prev_chain_digest: Mapped[DigestStr]
+    chain_digest: Mapped[DigestStr]
+
+
+class SignedEvidence(Base):
+    """Which stored evidence items a bundle signature covers (checked against its records digest)."""
+
+    __tablename__ = "signed_evidence"
+
+    signature_seq: Mapped[int] = mapped_column(SEQ_TYPE, ForeignKey("bundle_signatures.seq"), primary_key=True)
+    evidence_seq: Mapped[int] = mapped_column(SEQ_TYPE, ForeignKey("evidence_items.seq"), primary_key=True,
+                                              index=True)
+
+
+class StoreIdentity(Base):
+    """The store's random id, named in chain-head checkpoints so one store's cannot vouch for another."""
+
+    __tablename__ = "store_identity"
+
+    store_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    created_at: Mapped[UtcDateTime]
 
 
 class ChainHead(Base):

@@ -16,10 +16,12 @@ from sqlalchemy.orm import Session
 
 from evidence_db.appender import LOOKUP_CHUNK, ChainAppender
 from evidence_db.bundle import EvidenceRecord
+from evidence_db.bundle_sig import BundleSignature
 from evidence_db.chain import iso_utc
 from evidence_db.models import Deployment, EvidenceItem, ProducerRun, Subject
 from evidence_db.bundle import SCHEMA_ID
 from evidence_db.prepare import PreparedRecord, Preparer
+from evidence_db.signatures import append_signature
 from evidence_db.views import DeploymentView, DetailsFilter, EvidenceView, IngestResult, SubjectView
 
 __all__ = ["ingest_records", "ingest_prepared", "load_evidence", "load_details", "count_elsewhere", "list_deployments",
@@ -28,13 +30,24 @@ __all__ = ["ingest_records", "ingest_prepared", "load_evidence", "load_details",
 BATCH_SIZE = 2000  # records per executemany; bounds memory when streaming huge bundles
 
 
-def ingest_prepared(*, session: Session, records: Iterable[PreparedRecord]) -> IngestResult:
-    """Append prepared records in batches to the hash chain; see :func:`ingest_records`."""
+def ingest_prepared(*, session: Session, records: Iterable[PreparedRecord],
+                    signature: BundleSignature | None = None) -> IngestResult:
+    """Append prepared records in batches to the hash chain; see :func:`ingest_records`.
+
+    With the ``signature`` of their bundle (already verified), the records must be the signed
+    ones (else :class:`~evidence_db.errors.SignatureError`), and the signature is chained after them.
+    """
     appender = ChainAppender(session)
+    if signature is not None:
+        appender.record_seqs = []
+        records = signature.watch(records)
     total = IngestResult(0, 0)
     iterator = iter(records)
     while batch := list(itertools.islice(iterator, BATCH_SIZE)):
         total += appender.append_evidence(batch)
+    if signature is not None:
+        append_signature(session=session, appender=appender, signature=signature, evidence_seqs=appender.record_seqs)
+        total = IngestResult(total.added, total.unchanged, signature.key_id)
     appender.finish()
     return total
 

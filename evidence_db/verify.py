@@ -2,7 +2,8 @@
 
 Walks the chain in ``seq`` windows (bounded memory), recomputes every row's content digest
 from its stored columns (joined producer, deployment and subjects included) and every link,
-and compares the last link with the chain head. After a fault it resynchronises on the
+and compares the last link with the chain head; then re-verifies every stored signature
+(``evidence_db.signatures``). After a fault it resynchronises on the
 stored digests, so each damaged row is reported once rather than everything after it.
 """
 
@@ -19,7 +20,9 @@ from evidence_db.chain import (GENESIS_DIGEST, KIND_EVIDENCE, KIND_REVIEW, chain
                                deployment_json, evidence_content_json, producer_json, review_content,
                                subjects_json)
 from evidence_db.engine import PG_LOCK_KEY
-from evidence_db.models import MAIN_CHAIN, ChainHead, Deployment, EvidenceItem, ProducerRun, Review, Subject
+from evidence_db.models import (MAIN_CHAIN, BundleSignature, ChainHead, Deployment, EvidenceItem, ProducerRun, Review,
+                                Subject)
+from evidence_db.signatures import check_signatures, signature_window
 from evidence_db.views import ChainFault, ChainReport
 
 __all__ = ["verify_chain", "WINDOW_ROWS", "MAX_FAULTS"]
@@ -49,9 +52,8 @@ def verify_chain(*, session: Session) -> ChainReport:
                            .where(ChainHead.name == MAIN_CHAIN)).one_or_none()
     if head is None:
         return ChainReport(0, 0, "", (ChainFault(0, "head", "", "the chain head row is missing"),))
-    last_seq = max(head.seq,
-                   session.scalar(select(func.coalesce(func.max(EvidenceItem.seq), 0))),
-                   session.scalar(select(func.coalesce(func.max(Review.seq), 0))))
+    last_seq = max(head.seq, *(session.scalar(select(func.coalesce(func.max(model.seq), 0)))
+                               for model in (EvidenceItem, Review, BundleSignature)))
     producers = {pid: producer_json({"tool": t, "version": v, "command": c, "host": h, "accelerator": a,
                                      "started_at": s, "finished_at": f})
                  for pid, t, v, c, h, a, s, f in session.execute(
@@ -67,8 +69,9 @@ def verify_chain(*, session: Session) -> ChainReport:
         hi = min(lo + WINDOW_ROWS, last_seq + 1)
         evidence = _evidence_window(session, lo, hi, producers, deployments)
         reviews = _review_window(session, lo, hi)
+        signatures = signature_window(session, lo, hi)
         for seq in range(lo, hi):
-            found = [e for e in (evidence.get(seq), reviews.get(seq)) if e is not None]
+            found = [e for e in (evidence.get(seq), reviews.get(seq), signatures.get(seq)) if e is not None]
             if not found:
                 faults.append(ChainFault(seq, "missing", "", "no row at this chain position: a row was deleted "
                                          "or renumbered"))
@@ -77,7 +80,7 @@ def verify_chain(*, session: Session) -> ChainReport:
             kind, key, recomputed, stored_content, stored_prev, stored_chain = found[0]
             reason = None
             if len(found) > 1:
-                reason = "an evidence item and a review share this chain position"
+                reason = f"{' and '.join(e[0] for e in found)} rows share this chain position"
             elif recomputed != stored_content:
                 reason = f"content was edited: it hashes to {recomputed}, the row says {stored_content}"
             elif stored_prev != prev:
@@ -94,6 +97,8 @@ def verify_chain(*, session: Session) -> ChainReport:
         reason = ("rows after the chain head were added outside bitcase" if last_seq > head.seq
                   else "the chain head does not match the last row")
         faults.append(ChainFault(min(head.seq + 1, last_seq), "head", "", reason))
+    if len(faults) < MAX_FAULTS:
+        faults = sorted(faults + check_signatures(session=session), key=lambda f: f.seq)
     return ChainReport(num_rows=num_rows, head_seq=head.seq, head_digest=head.chain_digest,
                        faults=tuple(faults[:MAX_FAULTS]))
 
@@ -132,7 +137,7 @@ def _review_window(session: Session, lo: int, hi: int) -> dict[int, Entry]:
     for r in rows:
         content = review_content(target=r.target, target_digest=r.target_digest, decision=r.decision,
                                  reviewer=r.reviewer, rationale=r.rationale, expires=r.expires,
-                                 created_at=r.created_at)
+                                 created_at=r.created_at, signer_key_id=r.signer_key_id)
         window[r.seq] = (KIND_REVIEW, r.target, content_digest_of_text(canonical_json(content)),
                          r.content_digest, r.prev_chain_digest, r.chain_digest)
     return window

@@ -81,17 +81,20 @@ class ReviewView:
     created_at: str
     expires: date | None = None
     seq: int = 0
+    signer_key_id: str | None = None  # the key that signed it (its signature verified when stored); None: unsigned
 
 
 @dataclass(frozen=True, slots=True)
 class IngestResult:
-    """What one ingest did: records appended, and records already stored with identical content."""
+    """What one ingest did: records appended, records already stored with identical content, and the signer."""
 
     added: int
     unchanged: int
+    signed_by: str | None = None  # key id of a signed bundle's signature, verified; None: unsigned
 
     def __add__(self, other: IngestResult) -> IngestResult:
-        return IngestResult(self.added + other.added, self.unchanged + other.unchanged)
+        return IngestResult(self.added + other.added, self.unchanged + other.unchanged,
+                            self.signed_by or other.signed_by)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +102,8 @@ class ChainFault:
     """One place where the stored hash chain does not verify."""
 
     seq: int  # chain position of the bad (or missing) row
-    kind: str  # "evidence" | "review" | "missing" | "head"
-    key: str  # the evidence record id or the review target; "" for a missing row
+    kind: str  # "evidence" | "review" | "signature" | "missing" | "head"
+    key: str  # the evidence record id, the review target or the signing key id; "" for a missing row
     reason: str
 
 

@@ -9,7 +9,8 @@ from typing import Annotated
 
 import typer
 
-from assurance.cli._common import EXIT_FINDINGS, DbOption, JsonOption, err_console, fail
+from assurance.cli._common import EXIT_FINDINGS, BitcaseError, DbOption, JsonOption, err_console, fail
+from assurance.cli._signing import SignKeyOption, load_signing_key
 
 SUPPORTED = ("supported", "supported-under-trust")
 
@@ -48,7 +49,7 @@ def _devices(gpu: bool, gpus: int | None) -> tuple[str, ...]:
     return tuple(f"cuda:{i}" for i in range(count)) if count > 1 else ()
 
 
-def _options(*, model, db, out, gpu, force, stage, case, rendering, gpus=None):
+def _options(*, model, db, out, gpu, force, stage, case, rendering, gpus=None, sign_key=None):
     from assurance.pipeline.options import STAGES, AssureOptions
     from assurance.scope import default_case_path
     from assurance.settings import load_settings
@@ -58,10 +59,14 @@ def _options(*, model, db, out, gpu, force, stage, case, rendering, gpus=None):
     if not case_path.is_file():
         fail(f"case file {case_path} does not exist", hint="pass --case FILE or leave it out for the bundled case")
     try:
+        signer = load_signing_key(sign_key)
+    except BitcaseError as exc:
+        fail(str(exc), hint=exc.hint)
+    try:
         return AssureOptions(db_url=settings.db_url, home=settings.home, out_dir=out or settings.out_dir,
                              case_path=case_path, model_dir=model, device="cuda" if gpu else "cpu",
                              scale="full" if gpu else "ci", devices=_devices(gpu, gpus), is_forced=force, stages=tuple(stage or STAGES),
-                             is_rendering=rendering)
+                             is_rendering=rendering, signing_key=signer)
     except ValueError as exc:
         fail(str(exc))
 
@@ -132,7 +137,7 @@ def _summary(result) -> None:
 
 def assure(model: ModelOption = None, db: DbOption = None, out: OutOption = None, gpu: GpuOption = False,
            gpus: GpusOption = None, force: ForceOption = False, stage: StageOption = None, case: CaseFileOption = None,
-           json_out: JsonOption = False) -> None:
+           sign_key: SignKeyOption = None, json_out: JsonOption = False) -> None:
     """Run every evidence producer, ingest, evaluate the case under D, write the report and diagram.
 
     Incremental: a producer runs only for obligations whose evidence under D is stale or missing.
@@ -140,14 +145,15 @@ def assure(model: ModelOption = None, db: DbOption = None, out: OutOption = None
     claim and the report's path; exits 1 when the determinism claim is not supported.
     """
     _run(_options(model=model, db=db, out=out, gpu=gpu, force=force, stage=stage, case=case, rendering=True,
-                  gpus=gpus), json_out)
+                  gpus=gpus, sign_key=sign_key), json_out)
 
 
 def refresh(model: ModelOption = None, db: DbOption = None, gpu: GpuOption = False, gpus: GpusOption = None,
-            stage: StageOption = None, case: CaseFileOption = None, json_out: JsonOption = False) -> None:
+            stage: StageOption = None, case: CaseFileOption = None, sign_key: SignKeyOption = None,
+            json_out: JsonOption = False) -> None:
     """Recompute only stale or missing evidence under D and ingest it (no report)."""
     _run(_options(model=model, db=db, out=None, gpu=gpu, force=False, stage=stage, case=case, rendering=False,
-                  gpus=gpus), json_out)
+                  gpus=gpus, sign_key=sign_key), json_out)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from assurance.cli._common import EXIT_FINDINGS, JsonOption, err_console, fail, out_console
+from assurance.cli._signing import SignKeyOption, load_signing_key
 
 SUITE_CHOICES = "all, batch, chunk, prefill-decode, prefix, schedule, negative-control, fidelity"
 
@@ -37,18 +38,30 @@ def _load_deployment(path: Path | None):
              hint="write one with `bitcase check-config --write-deployment FILE.json`")
 
 
-def _finish(records, out: Path, json_output: bool, extra: dict) -> None:
+def _signer(spec: str | None):
+    """The signing key, loaded before the run so a bad key fails fast (exit 2)."""
+    from evidence_db.errors import KeyringError
+
+    try:
+        return load_signing_key(spec)
+    except KeyringError as exc:
+        fail(str(exc), hint=exc.hint)
+
+
+def _finish(records, out: Path, json_output: bool, extra: dict, signer=None) -> None:
     from engine.compare.summary import is_clean, summarize
     from evidence_db.bundle import write_bundle
 
     try:
-        count = write_bundle(out, records)
+        count = write_bundle(out, records, signer=signer)
     except OSError as exc:
         fail(f"cannot write the bundle {out}: {exc}")
     summary = summarize(records)
-    err_console.print(f"wrote {count} records to {out}", highlight=False)
+    signed = f", signed by {signer.key_id}" if signer is not None else ""
+    err_console.print(f"wrote {count} records to {out}{signed}", highlight=False)
     if json_output:
-        typer.echo(json.dumps({"bundle": str(out), "records": count, **extra, "obligations": summary}, sort_keys=True))
+        typer.echo(json.dumps({"bundle": str(out), "records": count, **extra, "obligations": summary,
+                               "signed_by": None if signer is None else signer.key_id}, sort_keys=True))
     else:
         from rich.table import Table
 
@@ -79,6 +92,7 @@ def compare(
     gpus: Annotated[int, typer.Option(
         "--gpus", min=1, help="Split the run over GPUs cuda:0..N-1, one shard process each (needs --device cuda; "
                               "not with --shard).")] = 1,
+    sign_key: SignKeyOption = None,
     json_output: JsonOption = False,
 ) -> None:
     """Run the bitwise comparison suites on the engine and write test_result evidence.
@@ -94,6 +108,7 @@ def compare(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     expected = _load_deployment(deployment)
+    signer = _signer(sign_key)
     try:
         plan(model, suite or ["all"], scale, shard=shard, device=device)
     except CompareInputError as exc:
@@ -117,7 +132,7 @@ def compare(
         else:
             records = run_suites(model, suite or ["all"], scale=scale, device=device, shard=shard, progress=progress,
                                  deployment=expected, label=label, command=command)
-    _finish(records, out, json_output, {"scale": scale, "shard": shard, "device": device, "gpus": gpus})
+    _finish(records, out, json_output, {"scale": scale, "shard": shard, "device": device, "gpus": gpus}, signer)
 
 
 def _check_gpus(gpus: int, device: str, shard: str) -> None:
@@ -153,6 +168,7 @@ def check_config(
     write_deployment: Annotated[Optional[Path], typer.Option(
         "--write-deployment", metavar="FILE.json",
         help="Also write this machine's D, for other machines' --deployment.")] = None,
+    sign_key: SignKeyOption = None,
     json_output: JsonOption = False,
 ) -> None:
     """Run the runtime configuration checks and write runtime_config_check evidence.
@@ -166,6 +182,7 @@ def check_config(
     from engine.compare.api import CompareInputError, deployment_for, runtime_checks
 
     expected = _load_deployment(deployment)
+    signer = _signer(sign_key)
     try:
         if write_deployment is not None:
             d = deployment_for(model, scale, device)
@@ -176,7 +193,7 @@ def check_config(
                                      command=["bitcase", *sys.argv[1:]])
     except CompareInputError as exc:
         fail(str(exc), hint="see `bitcase check-config --help`")
-    _finish(records, out, json_output, {"device": device, "scale": scale})
+    _finish(records, out, json_output, {"device": device, "scale": scale}, signer)
 
 
 def register(app: typer.Typer) -> None:

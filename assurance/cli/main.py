@@ -71,6 +71,7 @@ COMMAND_MODULES = (
     "assurance.cli.db",
     "assurance.cli.ingest",
     "assurance.cli.audit",
+    "assurance.cli.key",
     "assurance.cli.case",
     "assurance.cli.claims",
     "assurance.cli.report",

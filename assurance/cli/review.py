@@ -12,6 +12,7 @@ import typer
 
 from assurance.cli._case_options import CaseOption, PlanOption, resolve_case_path, user_errors
 from assurance.cli._common import EXIT_FINDINGS, BitcaseError, DbOption, JsonOption, PipeWideConsole, err_console
+from assurance.cli._signing import load_signing_key
 
 review_app = typer.Typer(help="Audit reviews of trusted items and evidence (append-only, digest-pinned).",
                          no_args_is_help=True)
@@ -43,8 +44,12 @@ def _parse_expires(text: str | None) -> date | None:
 def add(
     item: Annotated[str, typer.Argument(help="A trusted item's case node id, or an evidence item id.")],
     decision: Annotated[Decision, typer.Option("--decision", help="accept, reject or needs-work.")],
-    by: Annotated[str, typer.Option("--by", help="Who reviewed it (name or handle).")],
     rationale: Annotated[str, typer.Option("--rationale", help="Why: what was checked and how.")],
+    by: Annotated[str | None, typer.Option("--by", help="Who reviewed it (name or handle), for an unsigned review.")]
+    = None,
+    key: Annotated[str | None, typer.Option(
+        "--key", metavar="KEY", help="Sign the review with this key (a key id, a key name or a private key file); "
+                                     "the reviewer is then the key's identity.")] = None,
     expires: Annotated[str | None, typer.Option("--expires", help="Last day the review counts (YYYY-MM-DD).")] = None,
     db: DbOption = None,
     case: CaseOption = None,
@@ -54,24 +59,40 @@ def add(
 
     Editing a trusted item's text or rationale, or re-producing an evidence item with other
     content, makes the review stale. Reviews are appended to the store's hash chain, never edited.
+    Give --key to sign it (the reviewer is the key's identity) or --by for an unsigned review.
     """
     from assurance.render.review_targets import resolve_target
-    from evidence_db.reviews import add_review
+    from evidence_db.reviews import add_review, signer_identity
     from evidence_db.session import open_session
 
     with user_errors():
+        signer = _review_signer(key, by)
         expires_on = _parse_expires(expires)
         target = resolve_target(item, db=db, case_path=resolve_case_path(case, db))
         with open_session(db, write=True) as session:
             view = add_review(session=session, target=item, target_digest=target.digest, decision=decision.value,
-                              reviewer=by, rationale=rationale, expires=expires_on)
+                              reviewer=by if signer is None else signer_identity(signer), rationale=rationale,
+                              expires=expires_on, signer=signer)
     err_console.print(f"recorded review {view.seq}: {view.decision} {target.kind} {item} "
                       f"(pinned to {target.digest})", highlight=False, markup=False)
     record = {"seq": view.seq, "target": view.target, "target_kind": target.kind,
               "target_digest": view.target_digest, "decision": view.decision, "reviewer": view.reviewer,
               "rationale": view.rationale, "created_at": view.created_at,
-              "expires": view.expires.isoformat() if view.expires else None}
+              "expires": view.expires.isoformat() if view.expires else None, "signed_by": view.signer_key_id}
     typer.echo(json.dumps(record, sort_keys=True) if json_out else f"{view.seq}\t{view.decision}\t{view.target}")
+
+
+def _review_signer(key: str | None, by: str | None):
+    """The key a review is signed with (None: unsigned, by ``by``); exactly one of the two is given."""
+    if key is None:
+        if by is None:
+            raise BitcaseError("say who reviewed: --key KEY (signed) or --by NAME (unsigned)",
+                               hint="create a key with `bitcase key generate --name NAME`")
+        return None
+    if by is not None:
+        raise BitcaseError("--by and --key cannot be combined: a signed review is by the key's identity",
+                           hint="drop --by")
+    return load_signing_key(key)
 
 
 @review_app.command("list")
@@ -81,15 +102,21 @@ def list_(
     target: Annotated[str | None, typer.Option("--target", help="Only reviews of this item.")] = None,
     json_out: JsonOption = False,
 ) -> None:
-    """List every audit review in the order recorded, with whether it is pinned to the current digest."""
+    """List every audit review in the order recorded: pinned to the current digest or not, signed or not.
+
+    A signed review shows its key and the identity the key is trusted as (`bitcase key trust`),
+    or that the key is not trusted; an unsigned review's reviewer is only what --by said.
+    """
     from rich.table import Table
     from rich.text import Text
 
     from assurance.render.review_targets import current_digests
+    from evidence_db.keyring import keyring_from_env
     from evidence_db.reviews import list_reviews
     from evidence_db.session import open_session
 
     with user_errors():
+        trusted = keyring_from_env().trusted()
         with open_session(db) as session:
             reviews = list_reviews(session=session)
         digests = current_digests(db=db, case_path=resolve_case_path(case, db))
@@ -97,7 +124,9 @@ def list_(
     records = [{"seq": r.seq, "target": r.target, "decision": r.decision, "reviewer": r.reviewer,
                 "rationale": r.rationale, "created_at": r.created_at, "target_digest": r.target_digest,
                 "expires": r.expires.isoformat() if r.expires else None,
-                "pinned_to_current": (digests[r.target] == r.target_digest) if r.target in digests else None}
+                "pinned_to_current": (digests[r.target] == r.target_digest) if r.target in digests else None,
+                "signed_by": r.signer_key_id,
+                "trusted_as": None if r.signer_key_id is None else trusted.name_of(r.signer_key_id)}
                for r in rows]
     if json_out:
         typer.echo(json.dumps(records, sort_keys=True, indent=2))
@@ -106,12 +135,14 @@ def list_(
         err_console.print("no reviews recorded")
         return
     table = Table()
-    for name in ("seq", "target", "decision", "reviewer", "recorded", "expires", "pinned", "rationale"):
+    for name in ("seq", "target", "decision", "reviewer", "signed", "recorded", "expires", "pinned", "rationale"):
         short = name in ("seq", "decision", "recorded", "expires", "pinned")
         table.add_column(name, no_wrap=short, overflow="fold")  # fold, never cut: ids must stay whole
     for rec in records:
         pinned = {True: "current", False: "stale", None: "unknown item"}[rec["pinned_to_current"]]
-        cells = (str(rec["seq"]), rec["target"], rec["decision"], rec["reviewer"], rec["created_at"][:10],
+        signed = ("unsigned" if rec["signed_by"] is None else
+                  f"{rec['signed_by']} " + ("(trusted)" if rec["trusted_as"] is not None else "(key NOT trusted)"))
+        cells = (str(rec["seq"]), rec["target"], rec["decision"], rec["reviewer"], signed, rec["created_at"][:10],
                  rec["expires"] or "", pinned, rec["rationale"][:80])
         table.add_row(*(Text(cell) for cell in cells))  # Text: brackets in a rationale are not markup
     PipeWideConsole(soft_wrap=False, markup=False).print(table)

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from assurance.cli._common import EXIT_FINDINGS, BitcaseError, JsonOption, err_console, fail, out_console
+from assurance.cli._signing import SignKeyOption, load_signing_key
 
 PlanOption = Annotated[str | None, typer.Option(
     "--plan", help="Sealed plan preset to verify: tiny, small or llama-1b (default: D's plan, else tiny).")]
@@ -150,6 +151,7 @@ def verify(
     contract: ContractOption = None,
     constexpr: ConstexprOption = None,
     details: DetailsOption = False,
+    sign_key: SignKeyOption = None,
     json_out: JsonOption = False,
 ) -> None:
     """Prove selected-region invariance of every sealed-plan kernel (or of FILE.py::KERNEL) with Z3.
@@ -159,7 +161,8 @@ def verify(
     UNKNOWN or UNSUPPORTED, 2 on bad input.
     """
     try:
-        results = _verify(target, plan, deployment_file, out, key, contract, constexpr)
+        signer = load_signing_key(sign_key) if out is not None else None  # before the work: a bad key fails fast
+        results = _verify(target, plan, deployment_file, out, key, contract, constexpr, signer)
     except BitcaseError as exc:
         fail(str(exc), hint=exc.hint)
     if json_out:
@@ -176,7 +179,7 @@ def verify(
         raise typer.Exit(code=EXIT_FINDINGS)
 
 
-def _verify(target, plan, deployment_file, out, key, contract, constexpr):
+def _verify(target, plan, deployment_file, out, key, contract, constexpr, signer=None):
     """Run the verification the options ask for; write the bundle; return the results."""
     from evidence_db.bundle import utc_now, write_bundle
     from proofs.errors import ContractError, KernelSourceError
@@ -208,8 +211,10 @@ def _verify(target, plan, deployment_file, out, key, contract, constexpr):
     except (ContractError, KernelSourceError) as exc:
         raise BitcaseError(str(exc), hint="fix the contract or kernel named above (docs/verifier.md)") from None
     if out is not None:
-        count = write_bundle(out, records_for(results, deployment, producer_info(command, started)))
-        err_console.print(f"wrote {count} evidence records to {out} (D {deployment.digest[:19]}…)", highlight=False)
+        count = write_bundle(out, records_for(results, deployment, producer_info(command, started)), signer=signer)
+        signed = f", signed by {signer.key_id}" if signer is not None else ""
+        err_console.print(f"wrote {count} evidence records to {out} (D {deployment.digest[:19]}…){signed}",
+                          highlight=False)
     return results
 
 

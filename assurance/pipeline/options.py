@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evidence_db.keys import SigningKey
 
 __all__ = ["AssureOptions", "STAGES"]
 
@@ -26,6 +30,7 @@ class AssureOptions:
     is_forced: bool = False  # recompute even fresh evidence (new record ids via a run label)
     stages: tuple[str, ...] = STAGES
     is_rendering: bool = True
+    signing_key: SigningKey | None = None  # signs every bundle the stages write
 
     def __post_init__(self) -> None:
         if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):

@@ -147,7 +147,7 @@ def _run_stage(options: AssureOptions, stage: str, ctx: StageContext, wanted: li
         for part, records in run_stage(stage, ctx, wanted):
             name = "-".join(x for x in (stage, part, label) if x)
             bundle = bundle_dir / f"{name}.jsonl"
-            write_bundle(bundle, records)
+            write_bundle(bundle, records, signer=options.signing_key)
             outcome.num_added += _ingest(options, bundle)
             outcome.num_records += len(records)
             bundles.append(str(bundle))

@@ -50,7 +50,8 @@ def test_ingest_then_verify(cli: typer.Typer, store_url: str, tmp_path: Path) ->
     assert json.loads(first.stdout)["added"] == 3
     assert "3 added, 0 unchanged" in first.stderr
     again = runner.invoke(cli, ["ingest", str(tmp_path), "--db", store_url, "--json"])
-    assert json.loads(again.stdout)["files"] == [{"path": str(path), "added": 0, "unchanged": 3}]
+    assert json.loads(again.stdout)["files"] == [{"path": str(path), "added": 0, "unchanged": 3, "signed_by": None,
+                                                  "trusted_as": None}]
     verified = runner.invoke(cli, ["audit", "verify", "--db", store_url])
     assert verified.exit_code == 0
     assert verified.stdout.startswith("hash chain intact: 3 rows, head seq 3 sha256:")
@@ -127,7 +128,8 @@ def test_ingest_from_standard_input(cli: typer.Typer, store_url: str, tmp_path: 
     lines = bundle(tmp_path / "b.jsonl", 2).read_text()
     result = runner.invoke(cli, ["ingest", "-", "--db", store_url, "--json"], input=lines)
     assert result.exit_code == 0, result.stderr
-    assert json.loads(result.stdout)["files"] == [{"path": "-", "added": 2, "unchanged": 0}]
+    assert json.loads(result.stdout)["files"] == [{"path": "-", "added": 2, "unchanged": 0, "signed_by": None,
+                                                   "trusted_as": None}]
     bad = runner.invoke(cli, ["ingest", "-", "--db", store_url], input=lines + "{oops\n")
     assert bad.exit_code == 2 and "<stdin>:3" in bad.stderr
 

@@ -15,7 +15,8 @@ from evidence_db.migrate import ensure_store, head_revision, migrate_connection,
 from evidence_db.models import Base
 from evidence_db.session import open_session
 
-TABLES = {"chain_heads", "deployments", "producer_runs", "evidence_items", "subjects", "reviews"}
+TABLES = {"chain_heads", "deployments", "producer_runs", "evidence_items", "subjects", "reviews",
+          "bundle_signatures", "signed_evidence", "store_identity"}
 
 
 def test_migrations_match_models(store_url: str) -> None:
