@@ -144,7 +144,8 @@ class Generation:
         if isinstance(event, Finished):
             choice.num_cached_tokens = event.num_cached_tokens
             choice.finish_reason = event.reason
-            tail = choice.scanner.flush()
+            tail = choice.scanner.feed(choice.decoder.finish())
+            tail += choice.scanner.flush()
             if choice.texts:
                 choice.texts[-1] += tail
             elif tail:

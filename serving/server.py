@@ -123,6 +123,7 @@ def make_uvicorn(app: Any, loop: EngineLoop, settings: ServeSettings, *, sock: s
 def run_server(settings: ServeSettings, *, on_status: Callable[[str], None] = lambda _: None) -> None:
     """Serve until a signal; returns after the drain and the engine thread's end."""
     app, loop = prepare(settings, on_status=on_status)
+    on_status(f"serving under D {loop.engine.deployment.digest}")
     try:
         make_uvicorn(app, loop, settings).run()
     finally:

@@ -21,6 +21,9 @@ class _NoText:
     def push(self, token_id: int) -> str:
         return ""
 
+    def finish(self) -> str:
+        return ""
+
 
 class TextCodec:
     """Encoding prompts, decoding produced tokens, naming tokens in logprobs."""
@@ -61,10 +64,10 @@ class TextCodec:
         return "" if self.tokenizer is None else self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
     def stream(self) -> Any:
-        """An incremental decoder: ``push(token_id) -> newly complete text``."""
+        """An incremental decoder: ``push(token_id) -> newly complete text``, ``finish() -> the rest``."""
         if self.tokenizer is None:
             return _NoText()
-        from engine.tokenizer import DetokenizeStream
+        from engine.detokenize import DetokenizeStream
 
         return DetokenizeStream(self.tokenizer)
 
