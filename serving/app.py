@@ -136,7 +136,7 @@ def build_app(state: ServerState) -> FastAPI:
         if body.stream:
             state.metrics.count_request(endpoint, 200)
             chunks = (completion_chunks if isinstance(body, CompletionRequest) else chat_chunks)(
-                body, gen, state.codec, gen.updates(), **names)
+                body, gen, state.codec, gen.updates(request.is_disconnected), **names)
             return StreamingResponse(_sse(chunks, gen.cancel_unfinished), media_type="text/event-stream",
                                      headers={**headers, "Cache-Control": "no-cache"})
         async for _ in gen.updates(request.is_disconnected):

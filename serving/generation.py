@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import itertools
 import struct
+import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
@@ -109,13 +110,18 @@ class Generation:
         ``is_disconnected`` (an async callable) is polled while waiting; when it says so the
         unfinished choices are cancelled and the iteration ends.
         """
+        checked = time.monotonic()
         try:
             while self._open:
                 try:
                     index, event = await asyncio.wait_for(self._queue.get(), DISCONNECT_POLL_S)
                 except asyncio.TimeoutError:
-                    if is_disconnected is not None and await is_disconnected():
+                    index, event = -1, None
+                if is_disconnected is not None and time.monotonic() - checked >= DISCONNECT_POLL_S:
+                    checked = time.monotonic()  # polled on a clock: a busy stream is checked too
+                    if await is_disconnected():
                         return
+                if event is None:
                     continue
                 if index not in self._open:
                     continue  # a choice that already ended (stop string): its cancellation echo
