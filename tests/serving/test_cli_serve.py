@@ -85,3 +85,15 @@ def test_expect_deployment_refuses_another_d(model_dir):
     proc, _ = _start(model_dir, "--expect-deployment", "sha256:" + "0" * 64)
     assert proc.wait(START_TIMEOUT_S) == 1
     assert "refusing to serve" in proc.stderr.read()
+
+
+def test_bad_options_exit_2_without_starting(tmp_path):
+    from typer.testing import CliRunner
+
+    from assurance.cli.main import app
+
+    runner = CliRunner()
+    missing = runner.invoke(app, ["serve", "--model", str(tmp_path)])
+    assert missing.exit_code == 2 and "config.json" in missing.stderr
+    bad_port = runner.invoke(app, ["serve", "--model", str(tmp_path), "--port", "70000"])
+    assert bad_port.exit_code == 2 and "--port" in bad_port.stderr
