@@ -6,12 +6,11 @@ The same extension fields as completions (``token_ids``, ``row_digests``, ``seed
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, AsyncIterator
 
 from serving.completions import prompt_logprobs_json, prompt_token_count, usage
 from serving.events import LogprobEntry
-from serving.generation import Generation
+from serving.generation import Generation, row_digest
 from serving.logprobs import json_logprob
 from serving.protocol import ChatRequest
 from serving.text import TextCodec
@@ -69,7 +68,7 @@ async def chat_chunks(body: ChatRequest, gen: Generation, codec: TextCodec, upda
         if with_token:
             pos = len(c.token_ids) - 1
             choice["token_ids"] = [c.token_ids[pos]]
-            choice["row_digests"] = [await asyncio.wrap_future(c.digests[pos])]
+            choice["row_digests"] = [await row_digest(c.digests[pos])]
             if body.logprobs:
                 choice["logprobs"] = chat_logprobs([c.token_ids[pos]], [c.logprobs[pos]], codec,
                                                    body.return_tokens_as_token_ids)

@@ -8,11 +8,10 @@ vLLM's ``choices[i].prompt_logprobs``.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, AsyncIterator
 
 from serving.events import LogprobEntry
-from serving.generation import ChoiceState, Generation
+from serving.generation import ChoiceState, Generation, row_digest
 from serving.logprobs import json_logprob
 from serving.protocol import CompletionRequest
 from serving.text import TextCodec
@@ -116,7 +115,7 @@ async def completion_chunks(body: CompletionRequest, gen: Generation, codec: Tex
         if with_token:
             pos = len(c.token_ids) - 1
             choice["token_ids"] = [c.token_ids[pos]]
-            choice["row_digests"] = [await asyncio.wrap_future(c.digests[pos])]
+            choice["row_digests"] = [await row_digest(c.digests[pos])]
             if body.logprobs is not None:
                 choice["logprobs"] = legacy_logprobs([c.token_ids[pos]], [c.logprobs[pos]], codec,
                                                      body.return_tokens_as_token_ids)

@@ -14,6 +14,7 @@ thread), and so are the start-up checks, so both see the thread count the engine
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -143,6 +144,7 @@ class EngineLoop:
         try:
             self._serve()
         except BaseException as exc:  # the engine failed: every request learns it, nothing hangs
+            logging.getLogger("bitcase.serve").exception("the engine loop stopped")
             self.failure = exc
             with self._cond:
                 self._accepting = False

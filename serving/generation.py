@@ -22,7 +22,7 @@ from serving.events import Failed, Finished, LogprobEntry, PromptLogprobs, Token
 from serving.stops import StopScanner
 from serving.text import TextCodec
 
-__all__ = ["ChoiceSpec", "ChoiceState", "Generation", "derived_seed", "DISCONNECT_POLL_S"]
+__all__ = ["ChoiceSpec", "ChoiceState", "Generation", "derived_seed", "row_digest", "DISCONNECT_POLL_S"]
 
 DISCONNECT_POLL_S = 0.25  # how often a non-streamed request checks that its client is still there
 _ids = itertools.count()
@@ -170,4 +170,10 @@ class Generation:
 
     async def digests(self, index: int) -> list[str]:
         """The row digests of a choice's tokens (computed off the engine thread)."""
-        return [await asyncio.wrap_future(f) for f in self.choices[index].digests]
+        return [await row_digest(f) for f in self.choices[index].digests]
+
+
+async def row_digest(future: Any) -> str:
+    """Await an engine digest future; shielded, since cancelling a wrapped future would cancel the
+    engine's own (whose trace then could not be resolved)."""
+    return await asyncio.shield(asyncio.wrap_future(future))
