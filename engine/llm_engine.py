@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import numbers
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -42,7 +43,8 @@ from engine.scheduler import ScheduledChunk, Scheduler, StepPlan
 from engine.sequence import Sequence as Request
 from engine.trace import Trace
 
-__all__ = ["BadRequestError", "RequestOutput", "ScheduledRows", "StepResult", "LLMEngine", "LLM"]
+__all__ = ["BadRequestError", "RequestOutput", "ScheduledRows", "ProducedToken", "PromptRows", "StepResult",
+           "LLMEngine", "LLM"]
 
 
 class BadRequestError(ValueError):
@@ -83,8 +85,36 @@ class ScheduledRows:
 
 
 @dataclass(frozen=True, slots=True)
+class ProducedToken:
+    """A token a step produced, for callers that stream: its row is read only until the next step.
+
+    ``logits`` may be a view of a host slot the engine reuses a few steps later (CUDA, rows not
+    kept): read it before calling :meth:`LLMEngine.step` again, or clone it.
+    """
+
+    request_id: str
+    position: int  # index among the request's produced tokens
+    token: int
+    logits: torch.Tensor  # [V] float32 on the CPU
+    digest: Future  # of the row's ``sha256:`` digest; finishes once a later step or output starts it
+
+
+@dataclass(frozen=True, slots=True)
+class PromptRows:
+    """Logit rows of prompt positions ``start .. start + len(rows) - 1`` (``SamplingParams.prompt_logits``).
+
+    The row at position ``p`` is the distribution of the token at ``p + 1``; the row of the last
+    prompt position is the first produced token's (it is in the trace, not here).
+    """
+
+    request_id: str
+    start: int
+    rows: torch.Tensor  # [n, V] float32 on the CPU, the engine's own copy
+
+
+@dataclass(frozen=True, slots=True)
 class StepResult:
-    """What one step did (for suites that need witnesses) and which requests it finished."""
+    """What one step did (for suites that need witnesses), what it produced, and which requests it finished."""
 
     step_index: int
     scheduled: tuple[ScheduledRows, ...]
@@ -92,6 +122,8 @@ class StepResult:
     preempted: tuple[str, ...]
     num_evicted_pages: int
     finished: tuple[RequestOutput, ...]
+    produced: tuple[ProducedToken, ...] = ()
+    prompt_rows: tuple[PromptRows, ...] = ()
 
 
 def _output(seq: Request) -> RequestOutput:
@@ -101,8 +133,16 @@ def _output(seq: Request) -> RequestOutput:
                          seq.num_preemptions)
 
 
+def _prompt_rows(c: ScheduledChunk) -> tuple[int, int]:
+    """Positions of ``c`` whose prompt logit rows are wanted and not yet handed out."""
+    if not c.seq.params.prompt_logits:
+        return (0, 0)
+    start, end = max(c.start, c.seq.num_prompt_rows_out), min(c.end, c.seq.num_prompt_tokens - 1)
+    return (start, end) if end > start else (0, 0)
+
+
 def _chunks(chunks: Sequence[ScheduledChunk]) -> list[Chunk]:
-    return [Chunk(c.seq.token_ids, c.seq.page_table, c.start, c.end, c.is_sampled) for c in chunks]
+    return [Chunk(c.seq.token_ids, c.seq.page_table, c.start, c.end, c.is_sampled, _prompt_rows(c)) for c in chunks]
 
 
 class LLMEngine:
@@ -228,7 +268,8 @@ class LLMEngine:
                 self._check_inputs_taken_ahead(plan, rows)
         if self.checker:
             self.checker.after_forward(plan, self.runner.last_launches, logits)
-        sampled, readers = [], []
+        prompt_rows = self._hand_out_prompt_rows(plan) if launched is not None and launched.num_prompt_rows else ()
+        sampled, readers, produced = [], [], []
         for chunk, r in zip(plan.sampled, rows):
             row, seq = logits[r], chunk.seq  # row: [V] float32
             if seq.params.is_greedy and greedy_tokens is not None:
@@ -240,6 +281,8 @@ class LLMEngine:
             if kept is None:
                 readers.append(digest)
             seq.trace.append(PendingEntry(seq.num_output_tokens, token, state, digest, kept))
+            produced.append(ProducedToken(seq.request_id, seq.num_output_tokens, token,
+                                          row if kept is None else kept, digest))
             sampled.append((token, state))
         self.runner.keep_rows_for(readers)
         finished = self.scheduler.commit(plan, sampled)
@@ -248,9 +291,20 @@ class LLMEngine:
         self._drop_dead_ahead()
         scheduled = tuple(ScheduledRows(c.seq.request_id, c.start, c.end, c.is_sampled) for c in plan.chunks)
         result = StepResult(self.num_steps, scheduled, plan.admitted, plan.preempted, plan.num_evicted_pages,
-                            tuple(self._output(s) for s in finished))
+                            tuple(self._output(s) for s in finished), tuple(produced), prompt_rows)
         self.num_steps += 1
         return result
+
+    def _hand_out_prompt_rows(self, plan: StepPlan) -> tuple[PromptRows, ...]:
+        """Split the step's prompt rows by request (chunk order, as the runner packed them)."""
+        rows, out, offset = self.runner.last_prompt_rows, [], 0
+        for chunk in plan.chunks:
+            start, end = _prompt_rows(chunk)
+            if end > start:
+                out.append(PromptRows(chunk.seq.request_id, start, rows[offset:offset + end - start].clone()))
+                chunk.seq.num_prompt_rows_out = end
+                offset += end - start
+        return tuple(out)
 
     def _check_inputs_taken_ahead(self, plan: StepPlan, rows: list[int]) -> None:
         """Each row of a step launched ahead read the token its request's history now holds there."""

@@ -40,13 +40,18 @@ TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """Rows ``[start, end)`` of one request, the layout they use, and whether the last row is sampled."""
+    """Rows ``[start, end)`` of one request, the layout they use, and whether the last row is sampled.
+
+    ``prompt_rows = (a, b)``: positions ``a .. b - 1`` (inside the chunk, none of them the sampled
+    row) whose logit rows are wanted as well.
+    """
 
     token_ids: Sequence[int]
     page_table: Sequence[int]
     start: int
     end: int
     is_sampled: bool
+    prompt_rows: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +59,12 @@ class Launched:
     """A step whose kernels are enqueued and whose sampled rows are not yet read."""
 
     num_sampled: int
-    logits: torch.Tensor  # [R, V] float32 on the device; the first num_sampled rows are the sampled ones
+    logits: torch.Tensor  # [R, V] float32 on the device; the sampled rows, then num_prompt_rows prompt rows
     tokens: torch.Tensor | None  # [R] int64 greedy tokens (None: eager CPU steps, chosen on the host)
     input_ids: torch.Tensor | None  # [R] int64 input tokens of a step whose tokens were taken on the device
     launches: tuple[LaunchRecord, ...]
     fetch: HostFetch | None  # the enqueued copy to pinned host slots (CUDA)
+    num_prompt_rows: int = 0
 
 
 def device_scope(device: torch.device) -> contextlib.AbstractContextManager:
@@ -76,6 +82,7 @@ def _pack(chunks: Sequence[Chunk], page_size: int, max_pages: int) -> dict[str, 
     starts = [0]
     lens: list[int] = []
     sample_rows: list[int] = []
+    prompt_rows: list[int] = []
     for b, c in enumerate(chunks):
         ids.extend(c.token_ids[c.start:c.end])
         positions.extend(range(c.start, c.end))
@@ -85,6 +92,8 @@ def _pack(chunks: Sequence[Chunk], page_size: int, max_pages: int) -> dict[str, 
         lens.append(c.end)
         if c.is_sampled:
             sample_rows.append(starts[-1] - 1)
+        prompt_rows.extend(starts[-2] + p - c.start for p in range(*c.prompt_rows))
+    sample_rows += prompt_rows  # after every sampled row: the sampled rows keep their indices
     return {"input_ids": torch.tensor(ids, dtype=torch.int64), "positions": torch.tensor(positions, dtype=torch.int64),
             "slot_mapping": torch.tensor(slots, dtype=torch.int64), "block_table": table,
             "query_start_loc": torch.tensor(starts, dtype=torch.int32), "seq_lens": torch.tensor(lens, dtype=torch.int32),
@@ -112,6 +121,7 @@ class ModelRunner:
         self.last_greedy_tokens: list[int] | None = None  # the device's greedy choice per sampled row
         self._last_fetch: HostFetch | None = None
         self.last_input_tokens: list[int] | None = None  # per row, of a step that took its tokens on the device
+        self.last_prompt_rows = torch.empty(0, spec.vocab_size)  # [E, V] of the step collected last
         self.buffers = StepBuffers(max_num_rows=config.max_num_batched_tokens, max_num_seqs=config.max_num_seqs,
                                    max_pages_per_seq=config.max_pages_per_seq, device=self.device)
         with device_scope(self.device):  # streams, events and graphs belong to the engine's device
@@ -138,6 +148,7 @@ class ModelRunner:
                 self.config.max_num_batched_tokens:
             raise ValueError("step exceeds the engine limits it was planned under")
         num_sampled = sum(1 for c in chunks if c.is_sampled)
+        num_prompt_rows = sum(max(0, c.prompt_rows[1] - c.prompt_rows[0]) for c in chunks)
         input_ids = None
         if self.padded_decode is not None and is_decode_step(chunks, self.padded_decode.sizes):
             previous = None
@@ -161,7 +172,7 @@ class ModelRunner:
             fetch = self.host_logits.start(logits, tokens, num_sampled, input_ids)
         elif input_ids is not None:  # the CPU: the forward has run, the staged inputs are final
             input_ids = input_ids[:num_sampled].clone()
-        return Launched(num_sampled, logits, tokens, input_ids, tuple(launches), fetch)
+        return Launched(num_sampled, logits, tokens, input_ids, tuple(launches), fetch, num_prompt_rows)
 
     def collect(self, launched: Launched) -> torch.Tensor:
         """``[S, V]`` float32 logits of a launched step's sampled chunks, on the CPU, in chunk order.
@@ -173,6 +184,9 @@ class ModelRunner:
         """
         self.last_launches = list(launched.launches)
         self._last_fetch = launched.fetch
+        # [E, V] float32: the prompt rows asked for (rarely wanted: a plain copy, which waits for the step)
+        self.last_prompt_rows = launched.logits[launched.num_sampled:launched.num_sampled +
+                                                launched.num_prompt_rows].to("cpu")
         if launched.fetch is None:
             tokens, inputs = launched.tokens, launched.input_ids
             self.last_greedy_tokens = None if tokens is None else tokens[:launched.num_sampled].tolist()

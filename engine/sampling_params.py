@@ -45,7 +45,9 @@ class SamplingParams:
 
     ``temperature == 0`` is greedy (argmax, lowest index on ties). ``top_k == 0`` and
     ``top_p == 1`` disable those filters. ``stop_token_ids=None`` stops at the model's
-    end-of-sequence ids unless ``ignore_eos``.
+    end-of-sequence ids unless ``ignore_eos``. ``prompt_logits`` makes the engine compute the
+    logit row of every prompt position too (for prompt logprobs); such a request never attaches
+    pages from the prefix cache, so every one of its rows is computed.
     """
 
     max_tokens: int = 16
@@ -55,6 +57,7 @@ class SamplingParams:
     seed: int = 0
     stop_token_ids: tuple[int, ...] | None = None
     ignore_eos: bool = False
+    prompt_logits: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens < 1:
@@ -71,6 +74,8 @@ class SamplingParams:
             object.__setattr__(self, "stop_token_ids", tuple(self.stop_token_ids))
             if any(not isinstance(t, int) or t < 0 for t in self.stop_token_ids):
                 raise ValueError(f"stop_token_ids must be non-negative integers, got {self.stop_token_ids!r}")
+        if not isinstance(self.prompt_logits, bool):
+            raise ValueError(f"prompt_logits must be True or False, got {self.prompt_logits!r}")
 
     @property
     def is_greedy(self) -> bool:
@@ -82,11 +87,12 @@ class SamplingParams:
         return SamplerState(self.seed, 0)
 
     def to_dict(self) -> dict[str, object]:
-        """JSON form."""
+        """JSON form (``prompt_logits`` only when set, so the keys of earlier records stay as they were)."""
+        extra: dict[str, object] = {"prompt_logits": True} if self.prompt_logits else {}
         return {"max_tokens": self.max_tokens, "temperature": self.temperature, "top_k": self.top_k,
                 "top_p": self.top_p, "seed": self.seed,
                 "stop_token_ids": None if self.stop_token_ids is None else list(self.stop_token_ids),
-                "ignore_eos": self.ignore_eos}
+                "ignore_eos": self.ignore_eos, **extra}
 
 
 def uniform(state: SamplerState) -> float:

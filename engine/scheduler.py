@@ -105,7 +105,8 @@ class Scheduler:
         admitted: list[str] = []
         while self.waiting and not preempted and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting[0]
-            hits = bm.match_prefix(seq.token_ids, seq.page_hashes)
+            # A request that wants every prompt row computes them all: a cache hit would skip rows.
+            hits = [] if seq.params.prompt_logits else bm.match_prefix(seq.token_ids, seq.page_hashes)
             num_new_pages = math.ceil(seq.num_tokens / self.page_size) - len(hits)
             num_revived = sum(1 for pid in hits if bm.pages[pid].ref_count == 0)
             if num_new_pages > bm.num_available_pages - num_revived:

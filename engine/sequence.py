@@ -44,6 +44,7 @@ class Sequence:
     prefill_chunk_ends: list[int] = field(default_factory=list)  # history computed after each prefill chunk
     num_tokens_at_admission: int = 0
     num_preemptions: int = 0
+    num_prompt_rows_out: int = 0  # prompt logit rows handed out so far (params.prompt_logits)
     trace: list[Any] = field(default_factory=list)  # TraceEntry or row_digests.PendingEntry per produced token
 
     def __post_init__(self) -> None:

@@ -82,7 +82,8 @@ class StepBuffers:
         shapes = {"input_ids": ((max_num_rows,), _I64), "positions": ((max_num_rows,), _I64),
                   "slot_mapping": ((max_num_rows,), _I64), "block_table": ((max_num_seqs, max_pages_per_seq), _I32),
                   "query_start_loc": ((max_num_seqs + 1,), _I32), "seq_lens": ((max_num_seqs,), _I32),
-                  "sample_rows": ((max_num_seqs,), _I64)}
+                  # sampled rows, then the prompt rows some requests ask logits for
+                  "sample_rows": ((max(max_num_rows, max_num_seqs),), _I64)}
         self.device = device
         self.buffers = {name: torch.zeros(shape, dtype=dtype, device=device) for name, (shape, dtype) in shapes.items()}
         self.decode = DecodeRegion(max_num_seqs=max_num_seqs, max_pages_per_seq=max_pages_per_seq, device=device)

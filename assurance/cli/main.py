@@ -79,6 +79,7 @@ COMMAND_MODULES = (
     "assurance.cli.verify",
     "assurance.cli.model",
     "assurance.cli.generate",
+    "assurance.cli.serve",
     "assurance.cli.compare",
     "assurance.cli.probe",
 )

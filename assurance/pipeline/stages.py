@@ -28,7 +28,10 @@ PROPERTY_TESTS: dict[str, tuple[str, ...]] = {
     "engine.cache.publication": ("tests/engine/test_scheduler.py", "tests/engine/test_scheduler_stateful.py"),
     "engine.invariants": ("tests/engine/test_check_mode.py",),
     "engine.overlap": ("tests/engine/test_overlap.py",),
+    "serving.http": ("tests/serving/test_openai_client.py",),
 }
+# The code a property test's evidence covers (its staleness subjects), by obligation; default: engine/.
+PROPERTY_CODE: dict[str, tuple[str, ...]] = {"serving.http": ("engine/", "serving/")}
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,8 @@ def _properties(ctx: StageContext, obligations: list[str]) -> list[EvidenceRecor
     """Run the engine's property tests under pytest and turn each test case into a ``test_result``."""
     from assurance.subjects import project_root
     from engine.compare.identity import code_subjects
+    from evidence_db.bundle import Subject
+    from evidence_db.canonical import file_digest
     from evidence_db.junit import junit_records
 
     root = project_root()
@@ -149,7 +154,13 @@ def _properties(ctx: StageContext, obligations: list[str]) -> list[EvidenceRecor
                                 f"checkout; run bitcase from a clone of the repository")
     mapping = [(f"{Path(f).with_suffix('').as_posix().replace('/', '.')}.*", o) for o in obligations
                for f in PROPERTY_TESTS[o]]
-    subjects = tuple(s for s in code_subjects(root) if s.uri.startswith("code:engine/"))
+    engine_subjects = tuple(s for s in code_subjects(root) if s.uri.startswith("code:engine/"))
+    serving_subjects = tuple(Subject(f"code:{p.relative_to(root).as_posix()}", file_digest(p))
+                             for p in sorted((root / "serving").glob("*.py")))
+
+    def subjects_of(obligation: str) -> tuple[Subject, ...]:
+        dirs = PROPERTY_CODE.get(obligation, ("engine/",))
+        return engine_subjects + (serving_subjects if "serving/" in dirs else ())
     started = utc_now()
     ctx.progress("engine property tests", 0, 1)
     with tempfile.TemporaryDirectory(prefix="bitcase-junit-") as tmp:
@@ -167,7 +178,7 @@ def _properties(ctx: StageContext, obligations: list[str]) -> list[EvidenceRecor
                         started_at=started, finished_at=utc_now())
     return [EvidenceRecord(id=f"{d['id']}{':' + ctx.label if ctx.label else ''}", category="test_result",
                            obligation=d["obligation"], status=d["status"], summary=d["summary"], producer=producer,
-                           deployment=ctx.deployment, subjects=subjects, details=d["details"],
+                           deployment=ctx.deployment, subjects=subjects_of(d["obligation"]), details=d["details"],
                            produced_at=d["produced_at"]) for d in dicts]
 
 

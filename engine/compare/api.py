@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from engine.compare.identity import RunIdentity, code_subjects, core_digest, model_subject, producer, run_key
 from engine.compare.progress import ProgressCallback
@@ -22,6 +22,9 @@ from engine.compare.sharding import Shard, parse_shard, select
 from engine.compare.units import Unit
 from engine.model_config import read_model_spec
 from evidence_db.bundle import Deployment, EvidenceRecord, Subject, utc_now
+
+if TYPE_CHECKING:
+    from engine.config import EngineConfig
 
 __all__ = ["run_suites", "runtime_checks", "plan", "deployment_for", "run_key_for", "selected_suites",
            "CompareInputError"]
@@ -145,12 +148,13 @@ def run_suites(model_dir: str | Path, suites: str | Sequence[str] = "all", scale
 
 def runtime_checks(model_dir: str | Path, device: str = "cpu", scale: str = "ci", *,
                    deployment: Deployment | None = None, command: Sequence[str] | None = None,
-                   source: str = "bitcase check-config") -> list[EvidenceRecord]:
+                   source: str = "bitcase check-config", config: "EngineConfig | None" = None) -> list[EvidenceRecord]:
     """Run the runtime configuration checks and return one ``runtime_config_check`` record each.
 
     ``deployment`` is the expected D (for example one sealed on another machine and loaded from a
     bundle); default :func:`deployment_for`. Checks: ``runtime.plan``, ``runtime.no_autotune``,
-    ``runtime.deployment`` (see ``engine/compare/runtime_checks.py``).
+    ``runtime.deployment`` (see ``engine/compare/runtime_checks.py``). ``config`` checks an engine
+    of that configuration (a server's) instead of the scale's; ``deployment`` must then be its D.
     """
     from engine.compare.runtime_checks import autotune_check, check_records, deployment_check, plan_check
     from engine.compare.runtime_probe import probe_engine
@@ -160,7 +164,7 @@ def runtime_checks(model_dir: str | Path, device: str = "cpu", scale: str = "ci"
     spec, _, _ = _inputs(model_dir, scale, "1/1", device)
     deployment = deployment or deployment_for(model_dir, spec.name, device)
     started = utc_now()
-    config = spec.engine_config(device=device)
+    config = spec.engine_config(device=device) if config is None else config
     model = read_model_spec(model_dir)
     recomputed = plan_for(model.shape(page_size=config.page_size, dtype=model.serving_dtype(config.dtype))).digest
     from engine.deployment import DeploymentMismatch

@@ -69,13 +69,20 @@ def test_every_trusted_item_is_in_the_case_with_a_rationale():
 def test_fidelity_is_a_separate_top_claim_that_never_supports_determinism():
     c = case()
     graph = AssuranceGraph.from_case(c)
-    assert graph.roots() == ["G.determinism", "G.fidelity"]
+    assert graph.roots() == ["G.determinism", "G.fidelity", "G.serving"]
     assert "fidelity.reference" not in graph.descendants(c.top)
     assert "fidelity.reference" in graph.descendants("G.fidelity")
 
 
+def test_the_serving_path_is_outside_the_determinism_claim():
+    c = case()
+    graph = AssuranceGraph.from_case(c)
+    assert "serving.http" not in graph.descendants(c.top)
+    assert "serving.http" in graph.descendants("G.serving")
+
+
 def test_every_obligation_id_is_documented():
-    documented = set(re.findall(r"`((?:suite|runtime|engine|fidelity|trusted)\.[a-z0-9_.\-]+)`", RULES_DOC))
+    documented = set(re.findall(r"`((?:suite|runtime|engine|fidelity|serving|trusted)\.[a-z0-9_.\-]+)`", RULES_DOC))
     obligations = {o for n in case().nodes if n.kind == "solution" and not n.generated_by for o in n.obligations}
     assert obligations - documented == set()
     assert "kernel.<entry key>.contract" in RULES_DOC
