@@ -55,14 +55,19 @@ def test_sigterm_drains_then_aborts(model_dir, tmp_path):
         _wait_up(proc, url)
         body = {"prompt": [1, 2, 3], "max_tokens": 1000, "temperature": 0, "ignore_eos": True, "stream": True}
         events: list[str] = []
+        streaming = threading.Event()
 
         def read() -> None:
             with httpx.stream("POST", url + "/v1/completions", json=body, timeout=30) as r:
-                events.extend(line for line in r.iter_lines() if line)
+                for line in r.iter_lines():
+                    if line:
+                        events.append(line)
+                        streaming.set()
 
         reader = threading.Thread(target=read)
         reader.start()
-        time.sleep(0.5)
+        # SIGTERM only once the request is in the engine: before that it would be refused, not drained
+        assert streaming.wait(30), "the streamed request produced no event within 30 s"
         proc.send_signal(signal.SIGTERM)
         reader.join(20)
         assert proc.wait(30) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal once drained
