@@ -1,9 +1,12 @@
 """HTTP (`bitcase serve`, streamed, one client per request) against the engine called directly, same workload.
 
     python -m bench.serve --model DIR [--requests 64] [--concurrency 4] [--prompt-len 32] [--max-tokens 64]
+                          [--device cuda --cuda-graphs] [--repeats 3]
 
-Reports tokens/s and requests/s for both, the HTTP overhead, and p50/p99 time to first token
-(HTTP: first streamed token at the client; direct: first produced token after submission).
+Reports medians over alternating runs of tokens/s and requests/s for both, the HTTP/direct ratio of
+each pair, and p50/p99 time to first token (HTTP: first streamed token at the client, which runs in
+a process of its own; direct: first produced token after submission). The server's engine and the
+direct engine are separate instances over the same checkpoint and configuration.
 Greedy, ignore_eos, token-id prompts: both sides do exactly the same engine work.
 """
 
@@ -12,6 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
+import queue
 import statistics
 import threading
 import time
@@ -51,22 +56,10 @@ def direct(model: Path, config, prompts, max_tokens: int, concurrency: int) -> d
             "ttft_p50_ms": 1e3 * _pct(ttft, 0.5), "ttft_p99_ms": 1e3 * _pct(ttft, 0.99), "tokens": tokens}
 
 
-def http(model: Path, config, prompts, max_tokens: int, concurrency: int) -> dict:
+def _client_process(url: str, prompts, max_tokens: int, concurrency: int, results) -> None:
+    """The HTTP clients, in a process of their own (as real clients are): streams every prompt."""
     import httpx
 
-    from serving.server import ServeSettings, make_uvicorn, prepare
-
-    settings = ServeSettings(model_dir=model, config=config, port=0, model_name="bench", startup_checks=False)
-    app, loop = prepare(settings)
-    server = make_uvicorn(app, loop, settings)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("the server did not start within 60 s")
-        time.sleep(0.02)
-    url = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}/v1/completions"
     ttft: list[float] = []
     counts = [0]
 
@@ -92,14 +85,49 @@ def http(model: Path, config, prompts, max_tokens: int, concurrency: int) -> dic
             await asyncio.gather(*(guarded(p) for p in prompts))
             return time.perf_counter() - t0
 
+    elapsed = asyncio.run(run())
+    results.put({"tokens_per_s": counts[0] / elapsed, "requests_per_s": len(prompts) / elapsed,
+                 "ttft_p50_ms": 1e3 * _pct(ttft, 0.5), "ttft_p99_ms": 1e3 * _pct(ttft, 0.99), "tokens": counts[0]})
+
+
+class Server:
+    """`bitcase serve`'s app on 127.0.0.1 (ephemeral port) in a thread of this process."""
+
+    def __init__(self, model: Path, config) -> None:
+        from serving.server import ServeSettings, make_uvicorn, prepare
+
+        settings = ServeSettings(model_dir=model, config=config, port=0, model_name="bench", startup_checks=False)
+        app, self.loop = prepare(settings)
+        self.server = make_uvicorn(app, self.loop, settings)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 120
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the server did not start within 120 s")
+            time.sleep(0.02)
+        self.url = f"http://127.0.0.1:{self.server.servers[0].sockets[0].getsockname()[1]}/v1/completions"
+
+    def close(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(15)
+        self.loop.stop(timeout_s=10)
+
+
+def http(url: str, prompts, max_tokens: int, concurrency: int) -> dict:
+    """One workload through the server, the clients in a child process (bounded wait)."""
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    child = ctx.Process(target=_client_process, args=(url, prompts, max_tokens, concurrency, results))
+    child.start()
     try:
-        elapsed = asyncio.run(run())
+        return results.get(timeout=900)
+    except queue.Empty:
+        raise RuntimeError("the HTTP clients gave no result within 900 s") from None
     finally:
-        server.should_exit = True
-        thread.join(15)
-        loop.stop(timeout_s=10)
-    return {"tokens_per_s": counts[0] / elapsed, "requests_per_s": len(prompts) / elapsed,
-            "ttft_p50_ms": 1e3 * _pct(ttft, 0.5), "ttft_p99_ms": 1e3 * _pct(ttft, 0.99), "tokens": counts[0]}
+        child.join(30)
+        if child.is_alive():
+            child.kill()
 
 
 def main() -> None:
@@ -111,19 +139,33 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--cuda-graphs", action="store_true")
+    parser.add_argument("--repeats", type=int, default=3, help="Alternating runs of each path; medians reported.")
     args = parser.parse_args()
     from engine.config import EngineConfig
     from engine.model_config import read_model_spec
 
     config = EngineConfig(device=args.device, cuda_graphs=args.cuda_graphs, keep_logit_rows=False)
     prompts = _prompts(args.requests, args.prompt_len, read_model_spec(args.model).vocab_size)
-    d = direct(args.model, config, prompts, args.max_tokens, args.concurrency)
-    h = http(args.model, config, prompts, args.max_tokens, args.concurrency)
-    assert d["tokens"] == h["tokens"], (d["tokens"], h["tokens"])
-    for name, r in (("engine direct", d), ("HTTP (SSE)", h)):
+    server = Server(args.model, config)
+    runs: dict[str, list[dict]] = {"engine direct": [], "HTTP (SSE)": []}
+    try:
+        http(server.url, prompts[:4], 4, args.concurrency)  # warm-up: compiles, graphs, connections
+        direct(args.model, config, prompts[:4], 4, args.concurrency)
+        for _ in range(args.repeats):
+            runs["engine direct"].append(direct(args.model, config, prompts, args.max_tokens, args.concurrency))
+            runs["HTTP (SSE)"].append(http(server.url, prompts, args.max_tokens, args.concurrency))
+    finally:
+        server.close()
+    tokens = {r["tokens"] for rs in runs.values() for r in rs}
+    assert len(tokens) == 1, tokens  # both paths did the same work
+    medians = {name: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for name, rs in runs.items()}
+    for name, r in medians.items():
         print(f"{name:14s} {r['tokens_per_s']:9.1f} tokens/s {r['requests_per_s']:7.2f} requests/s "
               f"TTFT p50 {r['ttft_p50_ms']:7.1f} ms p99 {r['ttft_p99_ms']:7.1f} ms")
-    print(f"HTTP overhead: {100 * (1 - h['tokens_per_s'] / d['tokens_per_s']):.1f}% of direct tokens/s")
+    ratios = [h["tokens_per_s"] / d["tokens_per_s"] for d, h in zip(runs["engine direct"], runs["HTTP (SSE)"])]
+    print(f"HTTP / direct tokens/s: median {statistics.median(ratios):.3f} over {len(ratios)} paired runs "
+          f"({', '.join(f'{x:.3f}' for x in ratios)})")
+    print(json.dumps({"medians": medians, "ratios": ratios, "args": vars(args) | {"model": str(args.model)}}))
 
 
 if __name__ == "__main__":
