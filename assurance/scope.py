@@ -206,16 +206,26 @@ def assess(*, db: str | None, case_path: Path, config: str | None = None, plan: 
     rules read them, and a per-obligation count of the items under other configurations.
     """
     from assurance.solution_status import RULE_DETAILS
+    from evidence_db.junit_revisions import superseded_record_ids
     from evidence_db.reviews import list_reviews
     from evidence_db.session import open_session
     from evidence_db.store import count_elsewhere, list_deployments, load_evidence
 
+    num_superseded = 0
     with paused_gc(), open_session(db) as session:
         choice = choose_deployment(config, list_deployments(session=session))
         evidence = load_evidence(session=session, deployment_digest=choice.digest, with_details=RULE_DETAILS)
+        superseded = superseded_record_ids(session=session)  # a re-mapping may have moved records to another D
+        if superseded:
+            num_before = len(evidence)
+            evidence = [e for e in evidence if e.item_id not in superseded]
+            num_superseded = num_before - len(evidence)
         elsewhere = count_elsewhere(session=session, deployment_digest=choice.digest)
         reviews = list_reviews(session=session)
     with paused_gc():
         evaluation, notes = evaluate_under(case_path, choice, evidence=evidence, reviews=reviews, plan=plan, today=today,
                                            cache_dir=cache_dir, elsewhere=elsewhere)
+    if num_superseded:
+        notes.append(f"{num_superseded} JUnit record(s) under D were superseded by a re-mapping of their report "
+                     "and are not counted")
     return Assessment(evaluation, choice, case_path, notes)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from assurance.cli._case_options import (CaseOption, ConfigOption, PlanOption, emit_json, resolve_case_path,
                                          user_errors)
@@ -77,7 +78,7 @@ def status(case: CaseOption = None, config: ConfigOption = None, plan: PlanOptio
     `bitcase check` is the stricter gate.
     """
     from assurance.scope import paused_gc
-    from assurance.tree_view import status_tree
+    from assurance.tree_view import status_tree, unclaimed_note
     from assurance.trusted import SUPPORTED
 
     result = _assess(case, config, plan, db)
@@ -90,6 +91,8 @@ def status(case: CaseOption = None, config: ConfigOption = None, plan: PlanOptio
             out_console.print(tree)
         counts = ", ".join(f"{n} {s}" for s, n in evaluation.counts().items())
         err_console.print(f"{len(evaluation.nodes)} nodes: {counts}", highlight=False, soft_wrap=True)
+        if (note := unclaimed_note(evaluation)) is not None:
+            err_console.print(f"[yellow]warning:[/] {escape(note)}", highlight=False, soft_wrap=True)
     if evaluation.node(evaluation.top).status not in SUPPORTED:
         raise typer.Exit(EXIT_FINDINGS)
 
