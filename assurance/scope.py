@@ -24,7 +24,7 @@ from assurance.generators import expand_case
 from assurance.issues import CaseError
 from assurance.plan_source import PlanUnavailable, items_for_deployment, preset_items
 from assurance.status import evaluate
-from assurance.subjects import code_digests
+from assurance.subjects import code_digests, subject_root
 from assurance.validate import validate_case
 
 __all__ = ["BUNDLED_CASE", "CASE_ENV", "DeploymentChoice", "Assessment", "default_case_path", "prepare_case",
@@ -146,9 +146,10 @@ def _model_digest(fields: Mapping[str, Any] | None) -> str | None:
 
 def current_subjects(case: Case, deployment_fields: Mapping[str, Any] | None = None,
                      *, root: Path | None = None) -> dict[str, str]:
-    """Current digests of every subject the case's solutions cover (``code:`` files, the model)."""
+    """Current digests of every subject the case's solutions cover (``code:`` files under ``root``,
+    by default :func:`~assurance.subjects.subject_root`, and the model)."""
     patterns = {p for node in case.nodes for p in node.subjects}
-    subjects = code_digests(patterns, root=root)
+    subjects = code_digests(patterns, root=root or subject_root(case))
     model = _model_digest(deployment_fields)
     if model:
         subjects["model"] = model
@@ -183,15 +184,19 @@ class Assessment:
 
 def evaluate_under(case_path: Path, deployment: DeploymentChoice, *, evidence: list[Any], reviews: list[Any],
                    plan: str | None = None, today: date | None = None, cache_dir: Path | None = None,
-                   elsewhere: Mapping[str, int] | None = None) -> tuple[Evaluation, list[str]]:
+                   elsewhere: Mapping[str, int] | None = None, root: Path | None = None
+                   ) -> tuple[Evaluation, list[str]]:
     """Evaluate the case at ``case_path`` under one D from already-loaded views.
 
     Loads, validates and expands the case for D's plan, computes the current subject digests and
     runs the status engine; returns the evaluation and notes for the user. The report and the
     claim commands share this so they evaluate identically. ``evidence`` holds every item, or
     only D's with ``elsewhere`` counting the others per obligation (see :func:`evaluate`).
+    ``root`` (``--root DIR``) overrides where the case's ``code:`` subjects resolve.
     """
     case, notes = prepare_case(case_path, plan=plan, deployment_fields=deployment.fields, cache_dir=cache_dir)
+    if root is not None:
+        case = case.with_nodes(case.nodes, root=str(root.resolve()))
     evaluation = evaluate(case, evidence=evidence, reviews=reviews,
                           subjects=current_subjects(case, deployment.fields), deployment_digest=deployment.digest,
                           deployment_fields=deployment.fields, today=today, elsewhere=elsewhere)
@@ -199,7 +204,7 @@ def evaluate_under(case_path: Path, deployment: DeploymentChoice, *, evidence: l
 
 
 def assess(*, db: str | None, case_path: Path, config: str | None = None, plan: str | None = None,
-           today: date | None = None, cache_dir: Path | None = None) -> Assessment:
+           today: date | None = None, cache_dir: Path | None = None, root: Path | None = None) -> Assessment:
     """Evaluate the case at ``case_path`` against the store at ``db`` under ``--config``.
 
     Reads only what the status rules use: D's items, with ``details`` decoded only where the
@@ -224,7 +229,7 @@ def assess(*, db: str | None, case_path: Path, config: str | None = None, plan: 
         reviews = list_reviews(session=session)
     with paused_gc():
         evaluation, notes = evaluate_under(case_path, choice, evidence=evidence, reviews=reviews, plan=plan, today=today,
-                                           cache_dir=cache_dir, elsewhere=elsewhere)
+                                           cache_dir=cache_dir, elsewhere=elsewhere, root=root)
     if num_superseded:
         notes.append(f"{num_superseded} JUnit record(s) under D were superseded by a re-mapping of their report "
                      "and are not counted")

@@ -1,11 +1,15 @@
 """SARIF 2.1.0 export of failing, stale and missing obligations."""
 
 import json
+from pathlib import Path
+
+import jsonschema
 
 from assurance.export import SARIF_RULES, to_sarif
 from assurance.status import evaluate
 from tests.assurance.conftest import D, KERNEL_V1, KERNEL_V2, NOW, OTHER_D, TODAY, ev
 
+SARIF_SCHEMA = json.loads((Path(__file__).parent / "schemas" / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
 MM, SUITE, T = "kernel.mm.contract", "suite.batch", "trusted.compiler"
 
 
@@ -14,7 +18,8 @@ def test_sarif_results_carry_stable_rule_ids_and_locations(mini_case):
     evaluation = evaluate(mini_case, evidence=evidence, reviews=[], subjects={}, deployment_digest=D,
                           today=TODAY, now=NOW)
     log = json.loads(json.dumps(to_sarif(evaluation)))
-    assert log["version"] == "2.1.0" and "sarif-2.1.0" in log["$schema"]
+    assert log["version"] == "2.1.0" and log["$schema"].endswith("/sarif-schema-2.1.0.json")
+    jsonschema.Draft4Validator(SARIF_SCHEMA).validate(log)
     run = log["runs"][0]
     assert [r["id"] for r in run["tool"]["driver"]["rules"]] == [r[0] for r in SARIF_RULES]
     by_rule = {r["ruleId"]: r for r in run["results"]}
