@@ -24,7 +24,7 @@ from assurance.generators import expand_case
 from assurance.issues import CaseError
 from assurance.plan_source import PlanUnavailable, items_for_deployment, preset_items
 from assurance.status import evaluate
-from assurance.subjects import code_digests
+from assurance.subjects import code_digests, subject_root
 from assurance.validate import validate_case
 
 __all__ = ["BUNDLED_CASE", "CASE_ENV", "DeploymentChoice", "Assessment", "default_case_path", "prepare_case",
@@ -146,9 +146,10 @@ def _model_digest(fields: Mapping[str, Any] | None) -> str | None:
 
 def current_subjects(case: Case, deployment_fields: Mapping[str, Any] | None = None,
                      *, root: Path | None = None) -> dict[str, str]:
-    """Current digests of every subject the case's solutions cover (``code:`` files, the model)."""
+    """Current digests of every subject the case's solutions cover (``code:`` files under ``root``,
+    by default :func:`~assurance.subjects.subject_root`, and the model)."""
     patterns = {p for node in case.nodes for p in node.subjects}
-    subjects = code_digests(patterns, root=root)
+    subjects = code_digests(patterns, root=root or subject_root(case))
     model = _model_digest(deployment_fields)
     if model:
         subjects["model"] = model
@@ -183,15 +184,19 @@ class Assessment:
 
 def evaluate_under(case_path: Path, deployment: DeploymentChoice, *, evidence: list[Any], reviews: list[Any],
                    plan: str | None = None, today: date | None = None, cache_dir: Path | None = None,
-                   elsewhere: Mapping[str, int] | None = None) -> tuple[Evaluation, list[str]]:
+                   elsewhere: Mapping[str, int] | None = None, root: Path | None = None
+                   ) -> tuple[Evaluation, list[str]]:
     """Evaluate the case at ``case_path`` under one D from already-loaded views.
 
     Loads, validates and expands the case for D's plan, computes the current subject digests and
     runs the status engine; returns the evaluation and notes for the user. The report and the
     claim commands share this so they evaluate identically. ``evidence`` holds every item, or
     only D's with ``elsewhere`` counting the others per obligation (see :func:`evaluate`).
+    ``root`` (``--root DIR``) overrides where the case's ``code:`` subjects resolve.
     """
     case, notes = prepare_case(case_path, plan=plan, deployment_fields=deployment.fields, cache_dir=cache_dir)
+    if root is not None:
+        case = case.with_nodes(case.nodes, root=str(root.resolve()))
     evaluation = evaluate(case, evidence=evidence, reviews=reviews,
                           subjects=current_subjects(case, deployment.fields), deployment_digest=deployment.digest,
                           deployment_fields=deployment.fields, today=today, elsewhere=elsewhere)
@@ -199,23 +204,33 @@ def evaluate_under(case_path: Path, deployment: DeploymentChoice, *, evidence: l
 
 
 def assess(*, db: str | None, case_path: Path, config: str | None = None, plan: str | None = None,
-           today: date | None = None, cache_dir: Path | None = None) -> Assessment:
+           today: date | None = None, cache_dir: Path | None = None, root: Path | None = None) -> Assessment:
     """Evaluate the case at ``case_path`` against the store at ``db`` under ``--config``.
 
     Reads only what the status rules use: D's items, with ``details`` decoded only where the
     rules read them, and a per-obligation count of the items under other configurations.
     """
     from assurance.solution_status import RULE_DETAILS
+    from evidence_db.junit_revisions import superseded_record_ids
     from evidence_db.reviews import list_reviews
     from evidence_db.session import open_session
     from evidence_db.store import count_elsewhere, list_deployments, load_evidence
 
+    num_superseded = 0
     with paused_gc(), open_session(db) as session:
         choice = choose_deployment(config, list_deployments(session=session))
         evidence = load_evidence(session=session, deployment_digest=choice.digest, with_details=RULE_DETAILS)
+        superseded = superseded_record_ids(session=session)  # a re-mapping may have moved records to another D
+        if superseded:
+            num_before = len(evidence)
+            evidence = [e for e in evidence if e.item_id not in superseded]
+            num_superseded = num_before - len(evidence)
         elsewhere = count_elsewhere(session=session, deployment_digest=choice.digest)
         reviews = list_reviews(session=session)
     with paused_gc():
         evaluation, notes = evaluate_under(case_path, choice, evidence=evidence, reviews=reviews, plan=plan, today=today,
-                                           cache_dir=cache_dir, elsewhere=elsewhere)
+                                           cache_dir=cache_dir, elsewhere=elsewhere, root=root)
+    if num_superseded:
+        notes.append(f"{num_superseded} JUnit record(s) under D were superseded by a re-mapping of their report "
+                     "and are not counted")
     return Assessment(evaluation, choice, case_path, notes)

@@ -17,10 +17,11 @@ from assurance.freshness import Freshness
 from assurance.reviews import ReviewState
 from assurance.subjects import SubjectMatcher
 from assurance.validate import TRUSTED_CATEGORY
+from evidence_db.junit_revisions import SUPERSEDES_KEY
 from evidence_db.views import DetailsFilter, EvidenceView
 
 __all__ = ["EvidenceIndex", "SolutionVerdict", "solution_verdict", "supersession_key", "CATEGORY_LABEL", "FAILING",
-           "LOGICAL_KEY", "RULE_DETAILS"]
+           "LOGICAL_KEY", "RULE_DETAILS", "superseded_ids"]
 
 # What passing evidence of each category makes of an obligation, strongest first (R4).
 CATEGORY_LABEL = {"kernel_proof": "verified", "runtime_config_check": "runtime-checked",
@@ -29,9 +30,9 @@ _STRENGTH = {"verified": 3, "runtime-checked": 2, "tested": 1, "trusted": 0}
 FAILING = ("fail", "error")
 _SEVERITY = ("failed", "stale", "missing")  # worst first (R9)
 LOGICAL_KEY = "logical_key"  # the details key a producer sets to make its own supersession key (R2)
-# Whose details the rules read: supersession keys (R2), counterexamples of failing items (R3) and
-# evidence sets (R12). A store read may leave every other item's details undecoded.
-RULE_DETAILS = DetailsFilter(statuses=frozenset(FAILING), keys=(LOGICAL_KEY, RUN_KEY))
+# Whose details the rules read: supersession keys (R2), re-mapped records (R2a), counterexamples of
+# failing items (R3) and evidence sets (R12). A store read may leave every other item's details undecoded.
+RULE_DETAILS = DetailsFilter(statuses=frozenset(FAILING), keys=(LOGICAL_KEY, SUPERSEDES_KEY, RUN_KEY))
 
 
 def supersession_key(e: EvidenceView) -> str:
@@ -56,8 +57,19 @@ def supersession_key(e: EvidenceView) -> str:
     return item_id
 
 
+def superseded_ids(evidence: Iterable[EvidenceView]) -> dict[str, str]:
+    """Item ids another item names in ``details.supersedes`` (R2a), each with the newest such item."""
+    out: dict[str, tuple[int, str]] = {}
+    for e in evidence:
+        target = e.details.get(SUPERSEDES_KEY) if e.details else None
+        if isinstance(target, str) and (target not in out or e.seq > out[target][0]):
+            out[target] = (e.seq, e.item_id)
+    return {target: by for target, (_, by) in out.items()}
+
+
 class EvidenceIndex:
-    """Evidence under D, latest per (obligation, supersession key) by chain seq (R1, R2).
+    """Evidence under D, latest per (obligation, supersession key) by chain seq (R1, R2), less
+    items a re-mapping superseded (R2a; ``superseded`` maps each to its successor).
 
     ``elsewhere`` counts, per obligation, items under other deployment configurations that
     ``evidence`` leaves out (a store read of D's items only); they never count, but R7 and the
@@ -71,9 +83,14 @@ class EvidenceIndex:
         latest: dict[str, dict[str, EvidenceView]] = defaultdict(dict)
         self.num_other_deployments: dict[str, int] = defaultdict(int, elsewhere or {})
         self.num_given = sum(self.num_other_deployments.values())
+        evidence = evidence if isinstance(evidence, list) else list(evidence)
+        self.superseded = superseded_ids(evidence)
+        superseded = self.superseded
         num_given = 0
         for e in evidence:
             num_given += 1
+            if superseded and e.item_id in superseded:
+                continue
             if e.deployment_digest != deployment_digest:
                 self.num_other_deployments[e.obligation] += 1
                 continue

@@ -1,7 +1,9 @@
 """Subjects: what evidence covers, and the digests those things have now.
 
-A subject key is ``code:<posix path relative to the project root>``, ``deployment`` or
-``model``. Evidence records name subjects by URI (``code:kernels/matmul.py``,
+A subject key is ``code:<posix path relative to the case's root>``, ``deployment`` or
+``model``. The root (:func:`subject_root`) is the case file's directory unless the case says
+``root = "…"`` (relative to the case file) or a command's ``--root DIR`` overrides it; the
+bundled determinism case says ``root = "<bitcase>"``, bitcase's own source tree. Evidence records name subjects by URI (``code:kernels/matmul.py``,
 ``deployment:sha256:…``, ``model:sha256:…``) with the digest they had; the status rules
 compare those with the current digests computed here, so editing a kernel makes its proof
 stale at once.
@@ -15,16 +17,35 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
 
+from assurance.case_model import Case
+from assurance.cli._common import BitcaseError
 from evidence_db.canonical import file_digest
 
-__all__ = ["project_root", "subject_key", "glob_regex", "SubjectMatcher", "code_digests", "SKIP_DIRS"]
+__all__ = ["project_root", "subject_root", "BITCASE_ROOT", "subject_key", "glob_regex", "SubjectMatcher", "code_digests", "SKIP_DIRS"]
 
+BITCASE_ROOT = "<bitcase>"  # a case's `root` naming bitcase's own tree (the engine it ships)
 SKIP_DIRS = frozenset({"__pycache__", ".git", ".venv", "node_modules", ".pytest_cache", ".hypothesis"})
 
 
 def project_root() -> Path:
     """The directory holding the top-level packages (assurance/, engine/, kernels/, ...)."""
     return Path(__file__).resolve().parents[1]
+
+
+def subject_root(case: Case) -> Path:
+    """The directory ``code:`` subjects of ``case`` are relative to; exit 2 when it is not one.
+
+    A case parsed from text (no file) keeps bitcase's own tree, as before roots existed.
+    """
+    if case.root == BITCASE_ROOT or (not case.root and case.path is None):
+        return project_root()
+    base = case.path.resolve().parent if case.path is not None else Path.cwd()
+    root = (base / case.root).resolve() if case.root else base
+    if not root.is_dir():
+        raise BitcaseError(f"{case.location}: the subject root {root} (root = {case.root!r}) is not a directory",
+                           hint="set `root` in [case] to the project directory, relative to the case file, "
+                                "or pass --root DIR")
+    return root
 
 
 def subject_key(uri: str) -> str:

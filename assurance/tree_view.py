@@ -8,7 +8,7 @@ from rich.tree import Tree
 from assurance.evaluation import CONTEXT, NOT_APPLICABLE, Evaluation, NodeResult
 from assurance.ids import NodeId
 
-__all__ = ["STATUS_STYLE", "status_tree", "status_text"]
+__all__ = ["STATUS_STYLE", "status_tree", "status_text", "unclaimed_note", "MAX_LISTED_UNCLAIMED"]
 
 STATUS_STYLE = {
     "verified": "bold green", "runtime-checked": "cyan", "tested": "blue",
@@ -18,6 +18,7 @@ STATUS_STYLE = {
     NOT_APPLICABLE: "dim", CONTEXT: "dim", "distrusted": "bold red",
 }
 _MAX_TEXT = 110
+MAX_LISTED_UNCLAIMED = 8
 
 
 def status_text(status: str) -> Text:
@@ -90,3 +91,19 @@ def status_tree(evaluation: Evaluation, *, show_not_applicable: bool = False) ->
         fill(tree, r)
         trees.append(tree)
     return trees
+
+
+def unclaimed_note(evaluation: Evaluation) -> str | None:
+    """A line naming the obligations evidence under D names but no solution covers, if any.
+
+    They usually come from a mistyped JUnit mapping or a case edit that renamed an obligation.
+    """
+    unclaimed = evaluation.unclaimed_obligations
+    if not unclaimed:
+        return None
+    names = sorted(unclaimed)
+    shown = ", ".join(f"{o} ({unclaimed[o]} item(s))" for o in names[:MAX_LISTED_UNCLAIMED])
+    more = f" and {len(names) - MAX_LISTED_UNCLAIMED} more" if len(names) > MAX_LISTED_UNCLAIMED else ""
+    return (f"evidence under D names {len(names)} obligation(s) no solution of the case covers: {shown}{more}; "
+            "they count toward nothing (`bitcase case obligations` lists the case's ids; re-map a JUnit "
+            "report with `bitcase ingest --remap`)")

@@ -19,8 +19,10 @@ from typing import Any, Iterator, Sequence
 from sqlalchemy.orm import Session
 
 from evidence_db.bundle_sig import BundleSignature, read_signature, signature_path
+from evidence_db.canonical import file_digest
 from evidence_db.errors import BundleError, SignatureError
-from evidence_db.junit import junit_records, parse_deployment_json
+from evidence_db.junit import junit_records, parse_deployment_json, report_tag
+from evidence_db.junit_revisions import StoredRevisions, revised, stored_revisions
 from evidence_db.keyring import TrustedKeys
 from evidence_db.pipeline import can_use_worker, prepared_in_worker
 from evidence_db.prepare import CheckedRecord, PreparedRecord, Preparer
@@ -28,8 +30,8 @@ from evidence_db.reader import STDIN, iter_json, iter_jsonl, sniff_kind
 from evidence_db.store import BATCH_SIZE, ingest_prepared
 from evidence_db.views import IngestResult
 
-__all__ = ["ingest_paths", "expand_paths", "parse_obligation_map", "load_deployment_file", "SignaturePolicy",
-           "INPUT_SUFFIXES"]
+__all__ = ["ingest_paths", "expand_paths", "parse_obligation_map", "load_deployment_file", "JunitOptions",
+           "SignaturePolicy", "INPUT_SUFFIXES"]
 
 INPUT_SUFFIXES = (".jsonl", ".ndjson", ".json", ".xml")
 MAX_DEPLOYMENT_FILE_BYTES = 16 * 1024 * 1024
@@ -96,26 +98,36 @@ def load_deployment_file(path: Path) -> dict[str, Any]:
     return parse_deployment_json(value, str(path))
 
 
-def _parsed(path: Path, obligation_map: Sequence[tuple[str, str]],
-            deployment: dict[str, Any] | None) -> Iterator[tuple[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class JunitOptions:
+    """How JUnit reports become records (bundles carry all of this themselves)."""
+
+    obligation_map: Sequence[tuple[str, str]] = ()  # (test id glob, obligation), first match wins
+    deployment: dict[str, Any] | None = None  # default: the testsuite property
+    default_obligation: str | None = None  # for test cases nothing else maps
+    skip_unmapped: bool = False  # leave out test cases without an obligation
+    remap: bool = False  # a report stored before with other records: supersede them
+
+
+def _parsed(path: Path, junit: JunitOptions, stored: StoredRevisions | None) -> Iterator[tuple[str, Any]]:
     kind = sniff_kind(path)
     if kind == "junit":
-        return junit_records(path, obligation_map=obligation_map, deployment=deployment)
+        records = junit_records(path, obligation_map=junit.obligation_map, deployment=junit.deployment,
+                                default_obligation=junit.default_obligation, skip_unmapped=junit.skip_unmapped)
+        return revised(records, stored, remap=junit.remap) if stored else records
     return iter_json(path) if kind == "json" else iter_jsonl(path)
 
 
-def _prepared(path: Path, obligation_map: Sequence[tuple[str, str]],
-              deployment: dict[str, Any] | None) -> Iterator[PreparedRecord]:
+def _prepared(path: Path, junit: JunitOptions, stored: StoredRevisions | None) -> Iterator[PreparedRecord]:
     prepare = Preparer()
-    for where, record in _parsed(path, obligation_map, deployment):
+    for where, record in _parsed(path, junit, stored):
         yield prepare(record, where)
 
 
-def _checked(path: Path, obligation_map: Sequence[tuple[str, str]],
-             deployment: dict[str, Any] | None) -> Iterator[CheckedRecord]:
+def _checked(path: Path, junit: JunitOptions, stored: StoredRevisions | None) -> Iterator[CheckedRecord]:
     """The worker's half of :func:`_prepared` (see ``evidence_db.pipeline``)."""
     check = Preparer().check
-    for where, record in _parsed(path, obligation_map, deployment):
+    for where, record in _parsed(path, junit, stored):
         yield check(record, where)
 
 
@@ -130,27 +142,42 @@ def _is_large_file(path: Path, min_bytes: int) -> bool:
     return stat.S_ISREG(info.st_mode) and info.st_size >= min_bytes
 
 
+def _stored_records(session: Session, path: Path) -> StoredRevisions | None:
+    """What the store holds of this JUnit report already (None for bundles)."""
+    if path == STDIN or sniff_kind(path) != "junit":
+        return None
+    try:
+        digest = file_digest(path)
+    except OSError:
+        return None  # reading the report reports it
+    return stored_revisions(session=session, report_tag=report_tag(digest))
+
+
 def ingest_paths(*, session: Session, paths: Sequence[Path], obligation_map: Sequence[tuple[str, str]] = (),
-                 deployment: dict[str, Any] | None = None, signed: SignaturePolicy | None = None,
+                 deployment: dict[str, Any] | None = None, junit: JunitOptions | None = None,
+                 signed: SignaturePolicy | None = None,
                  worker_min_bytes: int = WORKER_MIN_BYTES) -> list[tuple[Path, IngestResult]]:
     """Ingest each file into the session's transaction; return what each file added.
 
-    ``obligation_map`` and ``deployment`` apply to JUnit reports only (bundles carry both).
-    A bundle with a ``.sig`` beside it is checked against its signature (any mismatch raises
-    :class:`~evidence_db.errors.SignatureError`) and stored with its signer; ``signed`` can
-    also refuse unsigned input and keys it does not trust.
+    ``junit`` (or, short for it, ``obligation_map`` and ``deployment``) applies to JUnit reports
+    only (bundles carry both). A bundle with a ``.sig`` beside it is checked against its
+    signature (any mismatch raises :class:`~evidence_db.errors.SignatureError`) and stored with
+    its signer; ``signed`` can also refuse unsigned input and keys it does not trust.
     Files of ``worker_min_bytes`` or more are prepared in a worker process (same records,
     same errors). Does not commit: use ``open_session(url, write=True)`` so that all files
     land together or, on any error, none do.
     """
+    if junit is None:
+        junit = JunitOptions(obligation_map=tuple(obligation_map), deployment=deployment)
     results = []
     files = expand_paths(paths)
     signatures = [_signature_of(path, signed) for path in files]  # every file's, before storing any
     for path, signature in zip(files, signatures):
+        stored = _stored_records(session, path)
         if can_use_worker() and _is_large_file(path, worker_min_bytes):
-            source = prepared_in_worker(partial(_checked, path, obligation_map, deployment), batch_size=BATCH_SIZE)
+            source = prepared_in_worker(partial(_checked, path, junit, stored), batch_size=BATCH_SIZE)
         else:
-            source = nullcontext(_prepared(path, obligation_map, deployment))
+            source = nullcontext(_prepared(path, junit, stored))
         with source as records:
             results.append((path, ingest_prepared(session=session, records=records, signature=signature)))
     return results

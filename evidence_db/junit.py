@@ -3,10 +3,16 @@
 Parsed with defusedxml (entity declarations are refused, so entity-expansion attacks fail
 fast). A test case's obligation comes from its ``obligation`` property (pytest:
 ``record_property("obligation", "...")``) or else from the first matching
-``--obligation GLOB=OBLIGATION`` mapping over its test id (``classname.name``). The
+``--obligation GLOB=OBLIGATION`` mapping over its test id (``classname.name``), else from
+``default_obligation``; with ``skip_unmapped`` a test case with none is left out. The
 deployment comes from ``--deployment FILE.json`` or else from a testsuite property
 ``bitcase.deployment`` holding the same JSON object. Record ids include a digest of the
-report file, so re-ingesting the same report is a no-op and a new run gets new ids.
+report file, so re-ingesting the same report is a no-op and a new run gets new ids
+(a re-mapping of the same report: ``evidence_db.junit_revisions``).
+
+pytest 9 writes the ``xunit2`` family by default: its test cases carry no ``file``, ``line``
+or properties (``record_property`` is refused there), so their obligations come from the
+mapping and the record's ``details.junit.file``/``line`` stay null.
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ from evidence_db.bundle import SCHEMA_ID
 from evidence_db.canonical import digest_of, file_digest
 from evidence_db.errors import BundleError
 
-__all__ = ["junit_records", "parse_deployment_json", "MAX_XML_BYTES", "DEPLOYMENT_PROPERTY"]
+__all__ = ["junit_records", "unmapped_tests", "report_tag", "parse_deployment_json", "MAX_XML_BYTES",
+           "DEPLOYMENT_PROPERTY"]
 
 MAX_XML_BYTES = 64 * 1024 * 1024
 MAX_TEXT_CHARS = 8192  # failure output kept per test case
@@ -101,12 +108,42 @@ def _record_id(file_tag: str, test_id: str) -> str:
     return f"{record_id[:480]}~{hashlib.sha256(test_id.encode('utf-8', 'replace')).hexdigest()[:16]}"
 
 
+def report_tag(digest: str) -> str:
+    """The report tag of JUnit record ids: the first 16 hex digits of the report file's digest."""
+    return digest.removeprefix("sha256:")[:16]
+
+
+def _test_id(case: Element) -> str:
+    classname, name = case.get("classname", ""), case.get("name", "")
+    return f"{classname}.{name}" if classname else name
+
+
+def _mapped(case: Element, test_id: str, obligation_map: Sequence[tuple[str, str]]) -> str | None:
+    """A test case's obligation: its ``obligation`` property, else the first matching glob."""
+    obligation = next((v for k, v in _properties(case) if k == "obligation"), None)
+    if obligation is None:
+        obligation = next((o for glob, o in obligation_map if fnmatch.fnmatchcase(test_id, glob)), None)
+    return obligation or None
+
+
+def unmapped_tests(path: Path, *, obligation_map: Sequence[tuple[str, str]] = ()) -> list[str]:
+    """Test ids of a report's test cases that neither a property nor the mapping assigns."""
+    root = _load(path)
+    return [test_id for suite in _suites(root, path) for case in suite.iterfind("testcase")
+            if _mapped(case, test_id := _test_id(case), obligation_map) is None]
+
+
 def junit_records(path: Path, *, obligation_map: Sequence[tuple[str, str]] = (),
-                  deployment: dict[str, Any] | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yield ``(where, record_json_dict)`` for each test case of a JUnit XML report."""
+                  deployment: dict[str, Any] | None = None, default_obligation: str | None = None,
+                  skip_unmapped: bool = False) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield ``(where, record_json_dict)`` for each test case of a JUnit XML report.
+
+    A test case without an obligation takes ``default_obligation``; failing that it is left
+    out when ``skip_unmapped``, else it is an error.
+    """
     root = _load(path)
     digest = file_digest(path)
-    file_tag = digest.removeprefix("sha256:")[:16]
+    file_tag = report_tag(digest)
     fallback_time = datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc)
     seen: dict[str, int] = {}
     for suite in _suites(root, path):
@@ -140,25 +177,27 @@ def junit_records(path: Path, *, obligation_map: Sequence[tuple[str, str]] = (),
                     "accelerator": props.get("bitcase.accelerator") or "unknown",
                     "started_at": produced_at, "finished_at": finished_at}
         for case in suite.iterfind("testcase"):
-            yield _case_record(case, path, file_tag, digest, suite_name, seen, obligation_map, suite_deployment,
+            test_id = _test_id(case)
+            seen[test_id] = seen.get(test_id, 0) + 1
+            obligation = _mapped(case, test_id, obligation_map) or default_obligation
+            if obligation is None:
+                if skip_unmapped:
+                    continue
+                raise BundleError("no obligation for this test case", where=f"{path}: testcase {test_id!r}",
+                                  hint="pass --obligation 'GLOB=OBLIGATION' matching its id, --default-obligation "
+                                       "ID or --skip-unmapped, or add a testcase property `obligation` (pytest: "
+                                       "record_property, xunit1 reports only)")
+            yield _case_record(case, path, file_tag, digest, suite_name, seen[test_id], obligation, suite_deployment,
                                producer, produced_at)
 
 
-def _case_record(case: Element, path: Path, file_tag: str, digest: str, suite_name: str, seen: dict[str, int],
-                 obligation_map: Sequence[tuple[str, str]], deployment: dict[str, Any],
+def _case_record(case: Element, path: Path, file_tag: str, digest: str, suite_name: str, occurrence: int,
+                 obligation: str, deployment: dict[str, Any],
                  producer: dict[str, str], produced_at: str) -> tuple[str, dict[str, Any]]:
     classname, name = case.get("classname", ""), case.get("name", "")
-    test_id = f"{classname}.{name}" if classname else name
+    test_id = _test_id(case)
     where = f"{path}: testcase {test_id!r}"
-    seen[test_id] = seen.get(test_id, 0) + 1
     props = _properties(case)
-    obligation = next((v for k, v in props if k == "obligation"), None)
-    if obligation is None:
-        obligation = next((o for glob, o in obligation_map if fnmatch.fnmatchcase(test_id, glob)), None)
-    if not obligation:
-        raise BundleError("no obligation for this test case", where=where,
-                          hint="add a testcase property `obligation` (pytest: record_property) or pass "
-                               "--obligation 'GLOB=OBLIGATION' matching its id")
     outcome = next((child for child in case if child.tag in STATUS_OF_CHILD), None)
     status = "pass" if outcome is None else STATUS_OF_CHILD[outcome.tag]
     message = "" if outcome is None else (outcome.get("message") or "").strip()
@@ -172,7 +211,6 @@ def _case_record(case: Element, path: Path, file_tag: str, digest: str, suite_na
     if outcome is not None:
         junit.update(outcome=outcome.tag, message=message[:MAX_TEXT_CHARS], type=outcome.get("type"),
                      text=(outcome.text or "")[:MAX_TEXT_CHARS])
-    occurrence = seen[test_id]
     record_id = _record_id(file_tag, test_id if occurrence == 1 else f"{test_id}#{occurrence}")
     first_line = message.splitlines()[0][:400] if message else ""
     summary = f"{test_id}: {status}" + (f": {first_line}" if first_line else "")

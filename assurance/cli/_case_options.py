@@ -13,7 +13,7 @@ from rich.text import Text
 from assurance.cli._common import BitcaseError, err_console, fail
 from assurance.issues import CaseError
 
-__all__ = ["CaseOption", "ConfigOption", "PlanOption", "user_errors", "emit_json", "resolve_case_path",
+__all__ = ["CaseOption", "ConfigOption", "PlanOption", "RootOption", "user_errors", "emit_json", "resolve_case_path",
            "report_case_errors"]
 
 CaseOption = Annotated[
@@ -25,6 +25,12 @@ ConfigOption = Annotated[
     str | None,
     typer.Option("--config", help="Deployment configuration D to evaluate under: a digest or unique prefix, "
                                   "`latest` (default: newest in the store) or `current` (what the engine would run now)."),
+]
+RootOption = Annotated[
+    Path | None,
+    typer.Option("--root", metavar="DIR", file_okay=False,
+                 help="Directory the case's code: subjects are relative to (default: the case's `root`, else "
+                      "the case file's directory)."),
 ]
 PlanOption = Annotated[
     str | None,

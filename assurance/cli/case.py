@@ -1,7 +1,8 @@
-"""`bitcase case ...`: check a case file and list the obligations producers can target."""
+"""`bitcase case ...`: check a case file, list the obligations producers can target, export its graph."""
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -26,7 +27,7 @@ def _expanded(file: Path, plan: str | None):
 
 @case_app.command("validate")
 def validate(file: CaseFile, plan: PlanOption = None, json_out: JsonOption = False) -> None:
-    """Check a case file: ids, edges, cycles, top goals, development, policies and categories.
+    """Check a case file: ids, edges, cycles, unreachable nodes, top goals, development, policies and categories.
 
     Exit 0 when valid; exit 2 with every problem (file, line, node, fix) otherwise. Without
     --plan, node generators are checked on a sample plan entry.
@@ -37,7 +38,7 @@ def validate(file: CaseFile, plan: PlanOption = None, json_out: JsonOption = Fal
 
     try:
         case, expanded = _expanded(file, plan)
-        issues = validate_case(expanded or case)
+        issues = _with_graph_issues(expanded or case, validate_case(expanded or case))
     except CaseError as exc:
         issues = exc.issues
     except PlanUnavailable as exc:
@@ -51,6 +52,57 @@ def validate(file: CaseFile, plan: PlanOption = None, json_out: JsonOption = Fal
     if issues:
         err_console.print(f"{file}: {len(issues)} problem(s)", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_USAGE)
+
+
+def _with_graph_issues(case, issues):
+    """Every cycle (the domain check stops at the first) and every node no top claim reaches."""
+    from assurance.graph_nx import MAX_CYCLES, cycles, unreachable
+    from assurance.issues import Issue
+
+    found = cycles(case)
+    if not found:
+        return issues
+    out = [i for i in issues if i.code != "cycle"]
+    for cycle in found:
+        node = case.node(cycle[0])
+        out.append(Issue("cycle", case.location, node.id, f"cycle: {' -> '.join(cycle + [cycle[0]])}",
+                         "remove one of the supported_by/in_context_of links on the cycle", node.line))
+    if len(found) >= MAX_CYCLES:
+        out.append(Issue("cycle", case.location, None, f"more cycles than the {MAX_CYCLES} listed may exist",
+                         "fix these and validate again"))
+    for node_id in unreachable(case):
+        node = case.node(node_id)
+        out.append(Issue("unreachable", case.location, node.id,
+                         "no top claim reaches this node (it hangs off a cycle)",
+                         "break the cycle and attach the node under a goal", node.line))
+    return sorted(out, key=lambda i: (i.line, i.node or "", i.code, i.message))
+
+
+class GraphFormat(str, Enum):
+    graphml = "graphml"
+    node_link = "node-link"
+
+
+@case_app.command("export")
+def export_graph(
+    file: CaseFile,
+    format: Annotated[GraphFormat, typer.Option(
+        "--format", help="graphml (yEd, Gephi, Cytoscape) or node-link (networkx/d3 JSON).")] = GraphFormat.graphml,
+    plan: PlanOption = None,
+    out: Annotated[Path | None, typer.Option("--out", metavar="FILE", dir_okay=False,
+                                             help="Write to this file instead of stdout.")] = None,
+) -> None:
+    """Export the case's graph (nodes with their fields, support and context edges) for other tools."""
+    from assurance.graph_nx import graphml_text, node_link_text
+
+    with user_errors():
+        case, expanded = _expanded(file, plan)
+    text = graphml_text(expanded or case) if format is GraphFormat.graphml else node_link_text(expanded or case)
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    out.write_text(text, encoding="utf-8")
+    err_console.print(f"wrote {out}", highlight=False, soft_wrap=True)
 
 
 @case_app.command("obligations")

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
-from assurance.cli._case_options import (CaseOption, ConfigOption, PlanOption, emit_json, resolve_case_path,
-                                         user_errors)
+from assurance.cli._case_options import (CaseOption, ConfigOption, PlanOption, RootOption, emit_json,
+                                         resolve_case_path, user_errors)
 from assurance.cli._common import EXIT_FINDINGS, DbOption, JsonOption, err_console, fail, out_console
 
 GoalOption = Annotated[
@@ -20,14 +21,14 @@ GoalOption = Annotated[
 ]
 
 
-def _assess(case: Path | None, config: str | None, plan: str | None, db: str | None):
+def _assess(case: Path | None, config: str | None, plan: str | None, db: str | None, root: Path | None = None):
     from assurance.scope import assess
     from assurance.settings import load_settings
 
     with user_errors():
         path = resolve_case_path(case, db)
         result = assess(db=db, case_path=path, config=config, plan=plan,
-                        cache_dir=load_settings(db=db).home / "cache")
+                        cache_dir=load_settings(db=db).home / "cache", root=root)
     err_console.print(f"case {path} · D {result.deployment.digest} ({result.deployment.source})", highlight=False, soft_wrap=True)
     for note in result.notes:
         err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
@@ -68,7 +69,7 @@ def init(db: DbOption = None, force: Annotated[bool, typer.Option("--force", hel
 
 
 def status(case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None, db: DbOption = None,
-           json_out: JsonOption = False,
+           root: RootOption = None, json_out: JsonOption = False,
            show_all: Annotated[bool, typer.Option("--all", help="Also show nodes that do not apply under D.")] = False,
            ) -> None:
     """Show every claim's derived status under D: a tree for people, or JSON (--json) for machines.
@@ -77,10 +78,10 @@ def status(case: CaseOption = None, config: ConfigOption = None, plan: PlanOptio
     `bitcase check` is the stricter gate.
     """
     from assurance.scope import paused_gc
-    from assurance.tree_view import status_tree
+    from assurance.tree_view import status_tree, unclaimed_note
     from assurance.trusted import SUPPORTED
 
-    result = _assess(case, config, plan, db)
+    result = _assess(case, config, plan, db, root)
     evaluation = result.evaluation
     if json_out:
         with paused_gc():
@@ -90,12 +91,14 @@ def status(case: CaseOption = None, config: ConfigOption = None, plan: PlanOptio
             out_console.print(tree)
         counts = ", ".join(f"{n} {s}" for s, n in evaluation.counts().items())
         err_console.print(f"{len(evaluation.nodes)} nodes: {counts}", highlight=False, soft_wrap=True)
+        if (note := unclaimed_note(evaluation)) is not None:
+            err_console.print(f"[yellow]warning:[/] {escape(note)}", highlight=False, soft_wrap=True)
     if evaluation.node(evaluation.top).status not in SUPPORTED:
         raise typer.Exit(EXIT_FINDINGS)
 
 
 def check(case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None, db: DbOption = None,
-          goal: GoalOption = None, json_out: JsonOption = False,
+          root: RootOption = None, goal: GoalOption = None, json_out: JsonOption = False,
           accept_unreviewed: Annotated[bool, typer.Option(
               "--accept-unreviewed", help="Accept trusted items without a current accepted review "
                                           "(a rejected or needs-work review still fails).")] = False) -> None:
@@ -106,7 +109,7 @@ def check(case: CaseOption = None, config: ConfigOption = None, plan: PlanOption
     """
     from assurance.gate import gate
 
-    evaluation = _assess(case, config, plan, db).evaluation
+    evaluation = _assess(case, config, plan, db, root).evaluation
     goals = _goals(evaluation, goal)
     findings = gate(evaluation, goals=goals, accept_unreviewed=accept_unreviewed)
     if json_out:
@@ -123,11 +126,12 @@ def check(case: CaseOption = None, config: ConfigOption = None, plan: PlanOption
 
 
 def trusted_base_cmd(case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None,
-                     db: DbOption = None, goal: GoalOption = None, json_out: JsonOption = False) -> None:
+                     db: DbOption = None, root: RootOption = None, goal: GoalOption = None,
+                     json_out: JsonOption = False) -> None:
     """List every trusted item the claim rests on, with its rationale and review state."""
     from assurance.trusted import trusted_base
 
-    evaluation = _assess(case, config, plan, db).evaluation
+    evaluation = _assess(case, config, plan, db, root).evaluation
     rows = []
     for g in _goals(evaluation, goal):
         for r in trusted_base(evaluation, g):
@@ -147,11 +151,11 @@ def trusted_base_cmd(case: CaseOption = None, config: ConfigOption = None, plan:
 def whatif_cmd(distrust: Annotated[list[str], typer.Option(
                    "--distrust", help="Solution id to distrust (repeat the option, or separate ids with commas).")],
                case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None,
-               db: DbOption = None, json_out: JsonOption = False) -> None:
+               db: DbOption = None, root: RootOption = None, json_out: JsonOption = False) -> None:
     """List the claims that lose support if the given items are distrusted."""
     from assurance.trusted import whatif
 
-    evaluation = _assess(case, config, plan, db).evaluation
+    evaluation = _assess(case, config, plan, db, root).evaluation
     try:
         outcome = whatif(evaluation, [i.strip() for value in distrust for i in value.split(",") if i.strip()])
     except (KeyError, ValueError) as exc:
@@ -172,12 +176,13 @@ class ExportFormat(str, Enum):
 
 def export(format: Annotated[ExportFormat, typer.Option("--format", help="json (the status document) or sarif (2.1.0).")] = ExportFormat.json,
            out: Annotated[Path | None, typer.Option("--out", help="Write to this file instead of stdout.", dir_okay=False)] = None,
-           case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None, db: DbOption = None) -> None:
+           case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None, db: DbOption = None,
+           root: RootOption = None) -> None:
     """Export the evaluated case as JSON, or SARIF 2.1.0 of failing, stale and missing obligations."""
     from assurance.export import to_sarif
     from assurance.scope import paused_gc
 
-    evaluation = _assess(case, config, plan, db).evaluation
+    evaluation = _assess(case, config, plan, db, root).evaluation
     with paused_gc():
         document = to_sarif(evaluation) if format is ExportFormat.sarif else evaluation.to_json()
         text = json.dumps(document, sort_keys=True, ensure_ascii=False) + "\n"  # compact: C encoder, large cases

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from assurance.cli._case_options import CaseOption, PlanOption, resolve_case_path, user_errors
+from assurance.cli._case_options import CaseOption, PlanOption, RootOption, resolve_case_path, user_errors
 from assurance.cli._common import EXIT_FINDINGS, EXIT_USAGE, DbOption, err_console, fail
 
 ConfigOption = Annotated[str | None, typer.Option(
@@ -24,6 +24,7 @@ def report(
     case: CaseOption = None,
     config: ConfigOption = None,
     plan: PlanOption = None,
+    root: RootOption = None,
     templates: Annotated[Path | None, typer.Option(
         "--templates", help="Directory of template overrides (use default:NAME to extend an original).",
         file_okay=False)] = None,
@@ -43,7 +44,7 @@ def report(
     if out.exists() and not out.is_dir():
         fail(f"--out {out} is a file", hint="pass a directory; the report is written as DIR/report.html")
     with user_errors():
-        state = load_state(db=db, case_path=resolve_case_path(case, db), config=config, plan=plan)
+        state = load_state(db=db, case_path=resolve_case_path(case, db), config=config, plan=plan, root=root)
         model = report_model([(s.evaluation, s.fields, s.notes) for s in state.scopes], evidence=state.evidence,
                              reviews=state.reviews, store_ref=state.store_ref, case_ref=state.case_ref,
                              case_digest=state.case_digest)
@@ -71,6 +72,7 @@ def diagram(
     case: CaseOption = None,
     config: ConfigOption = None,
     plan: PlanOption = None,
+    root: RootOption = None,
 ) -> None:
     """Draw the trust-boundary diagram: components by how they are assured, contracts as edges.
 
@@ -87,7 +89,8 @@ def diagram(
         fail(f"cannot tell the diagram format from {out.name!r}",
              hint="name the output file with .svg, .png or .dot")
     with user_errors():
-        state = load_state(db=db, case_path=resolve_case_path(case, db), config=config or "latest", plan=plan)
+        state = load_state(db=db, case_path=resolve_case_path(case, db), config=config or "latest", plan=plan,
+                           root=root)
     chosen = state.scopes[0]
     err_console.print(f"drawing under D {chosen.evaluation.deployment_digest}", highlight=False)
     scope = scope_model(chosen.evaluation, deployment_fields=chosen.fields, evidence=state.evidence,

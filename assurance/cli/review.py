@@ -169,21 +169,40 @@ def diff(
         typer.echo(json.dumps(result.to_json(), sort_keys=True, indent=2))
     else:
         for c in result.status_changes:
-            typer.echo(f"status\t{c.deployment[:19]}\t{c.node_id}\t{c.before or '(absent)'} -> {c.after or '(absent)'}")
+            typer.echo(f"status\t{_short(c.deployment)}\t{c.node_id}\t{c.before or '(absent)'} -> {c.after or '(absent)'}")
         for label, ids in (("evidence+", result.evidence_added), ("evidence-", result.evidence_removed),
                            ("evidence~", result.evidence_changed)):
             for item_id in ids:
                 typer.echo(f"{label}\t{item_id}")
         for label, pairs in (("trusted+", result.trusted_added), ("trusted-", result.trusted_removed)):
             for deployment, node_id in pairs:
-                typer.echo(f"{label}\t{deployment[:19]}\t{node_id}")
+                typer.echo(f"{label}\t{_short(deployment)}\t{node_id}")
+        for rc in result.review_changes:
+            label = {"added": "review+", "removed": "review-", "changed": "review~"}[rc.change]
+            shown = {"added": [rc.after], "removed": [rc.before], "changed": [rc.before, rc.after]}[rc.change]
+            typer.echo(f"{label}\t{_short(rc.deployment)}\t{rc.node_id}\t" + " -> ".join(map(_review_text, shown)))
         err_console.print("identical" if result.is_empty else
                           f"{len(result.status_changes)} status changes, {len(result.evidence_added)} evidence "
                           f"added, {len(result.evidence_removed)} removed, {len(result.evidence_changed)} changed, "
+                          f"{len(result.review_changes)} review changes, "
                           f"trusted base +{len(result.trusted_added)}/-{len(result.trusted_removed)}",
                           highlight=False)
     if not result.is_empty:
         raise typer.Exit(code=EXIT_FINDINGS)
+
+
+def _short(deployment: str) -> str:
+    """A D digest cut to its algorithm and first 12 hex digits (both of a cross-D pair)."""
+    return "→".join(d[:19] for d in deployment.split("→"))
+
+
+def _review_text(review: dict[str, object]) -> str:
+    """A review in one line: decision, who, when, why."""
+    if not review.get("decision"):
+        return str(review.get("state") or "unreviewed")
+    rationale = " ".join(str(review.get("rationale") or "").split())
+    return (f"{review['decision']} by {review.get('reviewer')} on {str(review.get('created_at') or '')[:10]}"
+            + (f": {rationale}" if rationale else ""))
 
 
 def register(app: typer.Typer) -> None:

@@ -53,7 +53,7 @@ def display_path(path: Path) -> str:
 
 
 def load_state(*, db: str | None, case_path: Path, config: str | None = None,
-               plan: str | None = None) -> StoreState:
+               plan: str | None = None, root: Path | None = None) -> StoreState:
     """Read the store and evaluate the case at ``case_path`` under each selected D.
 
     Raises :class:`~assurance.cli._common.BitcaseError` for a bad store or ``--config`` and
@@ -73,7 +73,7 @@ def load_state(*, db: str | None, case_path: Path, config: str | None = None,
         choices = [choose_deployment(config, deployments)]
     scopes = []
     for choice in choices:
-        evaluation, notes = evaluate_under(case_path, choice, evidence=evidence, reviews=reviews, plan=plan)
+        evaluation, notes = evaluate_under(case_path, choice, evidence=evidence, reviews=reviews, plan=plan, root=root)
         scopes.append(ScopeInput(evaluation, dict(choice.fields or {}), tuple(notes)))
     return StoreState(case_ref=display_path(case_path), case_digest=file_digest(case_path),
                       store_ref=store_label(db), deployments=tuple(deployments), scopes=tuple(scopes),

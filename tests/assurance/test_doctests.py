@@ -6,7 +6,8 @@ import importlib
 import pytest
 
 MODULES = ("assurance.ids", "assurance.graph", "assurance.subjects", "assurance.validate",
-           "assurance.evidence_sets", "assurance.solution_status")
+           "assurance.evidence_sets", "assurance.solution_status", "assurance.obligation_targets",
+           "evidence_db.junit_revisions")
 
 
 @pytest.mark.parametrize("name", MODULES)

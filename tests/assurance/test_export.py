@@ -1,9 +1,11 @@
 """SARIF 2.1.0 export of failing, stale and missing obligations."""
 
 import json
+from pathlib import Path
 
 from assurance.export import SARIF_RULES, to_sarif
 from assurance.status import evaluate
+from tests.sarif_schema import validate_or_skip
 from tests.assurance.conftest import D, KERNEL_V1, KERNEL_V2, NOW, OTHER_D, TODAY, ev
 
 MM, SUITE, T = "kernel.mm.contract", "suite.batch", "trusted.compiler"
@@ -14,7 +16,7 @@ def test_sarif_results_carry_stable_rule_ids_and_locations(mini_case):
     evaluation = evaluate(mini_case, evidence=evidence, reviews=[], subjects={}, deployment_digest=D,
                           today=TODAY, now=NOW)
     log = json.loads(json.dumps(to_sarif(evaluation)))
-    assert log["version"] == "2.1.0" and "sarif-2.1.0" in log["$schema"]
+    assert log["version"] == "2.1.0" and log["$schema"].endswith("/sarif-schema-2.1.0.json")
     run = log["runs"][0]
     assert [r["id"] for r in run["tool"]["driver"]["rules"]] == [r[0] for r in SARIF_RULES]
     by_rule = {r["ruleId"]: r for r in run["results"]}
@@ -36,3 +38,10 @@ def test_a_clean_case_has_only_trust_notes(mini_case):
     edited = evaluate(mini_case, evidence=evidence, reviews=[], subjects={"code:kernels/mm.py": KERNEL_V2},
                       deployment_digest=D, today=TODAY, now=NOW)
     assert sorted(r["ruleId"] for r in to_sarif(edited)["runs"][0]["results"]) == ["BC002", "BC004"]
+
+
+def test_sarif_validates_against_the_official_schema(mini_case):
+    evidence = [ev(MM, "fail", details={"lane": 3}, item="refuted"), ev(SUITE, category="test_result", deployment=OTHER_D)]
+    evaluation = evaluate(mini_case, evidence=evidence, reviews=[], subjects={}, deployment_digest=D,
+                          today=TODAY, now=NOW)
+    validate_or_skip(json.loads(json.dumps(to_sarif(evaluation))))

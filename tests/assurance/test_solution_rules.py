@@ -208,3 +208,15 @@ def test_r7_items_under_other_configurations_may_be_given_as_counts(mini_case):
                        now=NOW, elsewhere={MM: 2, "suite.batch": 1})
     assert counted.node(MM).status == "stale" and "2 item(s) exist only under other" in counted.node(MM).reasons[-1]
     assert counted.to_json() == given.to_json()
+
+
+def test_r2a_a_superseded_item_does_not_count_under_any_obligation():
+    from assurance.solution_status import EvidenceIndex
+
+    old = ev("suite.batch", category="test_result", item="junit:0123456789abcdef:t.test_a", seq=1)
+    new = ev("suite.other", category="test_result", item="junit:0123456789abcdef~1:t.test_a", seq=2,
+             details={"supersedes": "junit:0123456789abcdef:t.test_a"})
+    index = EvidenceIndex([old, new], D)
+    assert index.items("suite.batch") == [] and index.items("suite.other") == [new]
+    assert index.superseded == {old.item_id: new.item_id}
+    assert EvidenceIndex([old], D).items("suite.batch") == [old]

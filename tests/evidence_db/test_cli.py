@@ -111,7 +111,7 @@ def test_ingest_junit_with_options(cli: typer.Typer, store_url: str, tmp_path: P
     report.write_text(REPORT.replace("bitcase.deployment", "something.else"))
     deployment = tmp_path / "d.json"
     deployment.write_text(json.dumps({"fields": {"gpu": "none"}}))
-    args = ["ingest", str(report), "--db", store_url, "--deployment", str(deployment), "--json"]
+    args = ["ingest", str(report), "--db", store_url, "--deployment", str(deployment), "--json", "--any-obligation"]
     for glob, obligation in MAPPING:
         args += ["--obligation", f"{glob}={obligation}"]
     result = runner.invoke(cli, args)

@@ -1,0 +1,34 @@
+"""Validation of SARIF exports against the official SARIF 2.1.0 JSON Schema, where one is given.
+
+bitcase does not ship OASIS's schema file; point ``$BITCASE_SARIF_SCHEMA`` at a copy of
+``sarif-schema-2.1.0.json`` (published by OASIS with the SARIF 2.1.0 standard) to validate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+SKIP_REASON = ("the official SARIF 2.1.0 JSON Schema is not shipped with bitcase; set BITCASE_SARIF_SCHEMA to a "
+               "copy of sarif-schema-2.1.0.json to validate exports against it")
+
+
+def official_validator():
+    """A Draft 4 validator of the official schema, or None when $BITCASE_SARIF_SCHEMA is unset."""
+    path = os.environ.get("BITCASE_SARIF_SCHEMA")
+    if not path:
+        return None
+    import jsonschema
+
+    return jsonschema.Draft4Validator(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def validate_or_skip(log: dict) -> None:
+    """Validate ``log`` against the official schema; skip the calling test when none is given."""
+    validator = official_validator()
+    if validator is None:
+        pytest.skip(SKIP_REASON)
+    validator.validate(log)
