@@ -140,7 +140,13 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--cuda-graphs", action="store_true")
     parser.add_argument("--repeats", type=int, default=3, help="Alternating runs of each path; medians reported.")
+    parser.add_argument("--switch-interval", type=float, default=None,
+                        help="sys.setswitchinterval for this process (seconds; Python's default is 0.005).")
     args = parser.parse_args()
+    if args.switch_interval is not None:
+        import sys
+
+        sys.setswitchinterval(args.switch_interval)
     from engine.config import EngineConfig
     from engine.model_config import read_model_spec
 

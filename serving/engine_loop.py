@@ -48,7 +48,9 @@ class Submission:
     params: SamplingParams
     num_logprobs: int | None  # top-k logprobs per produced token (None: no logprobs)
     num_prompt_logprobs: int | None  # top-k per prompt position (needs params.prompt_logits)
-    sink: Callable[[Any], None]  # called from the loop thread with Token / PromptLogprobs / Finished / Failed
+    # called from the loop thread with a list of Token / PromptLogprobs / Finished / Failed events:
+    # everything one step has for the request in one call, so the HTTP side wakes once a step
+    sink: Callable[[list[Any]], None]
 
 
 class EngineLoop:
@@ -180,13 +182,13 @@ class EngineLoop:
     def _add(self, sub: Submission) -> None:
         if sub.request_id in self._subs:  # cannot happen with server-made ids; never let it corrupt state
             self._release(1)
-            sub.sink(Failed(f"request id {sub.request_id} is already in use"))
+            sub.sink([Failed(f"request id {sub.request_id} is already in use")])
             return
         try:
             self.engine.add_request(sub.prompt_token_ids, sub.params, request_id=sub.request_id)
         except BadRequestError as exc:
             self._release(1)
-            sub.sink(Failed(str(exc), is_client_error=True))
+            sub.sink([Failed(str(exc), is_client_error=True)])
             return
         self._subs[sub.request_id] = sub
         self.metrics.count_prompt_tokens(len(sub.prompt_token_ids))
@@ -199,28 +201,42 @@ class EngineLoop:
         self._finish(request_id, Finished(reason, cached))
 
     def _dispatch(self, result: StepResult) -> None:
+        batches: dict[str, tuple[Callable[[list[Any]], None], list[Any]]] = {}
+
+        def events_of(sub: Submission) -> list[Any]:
+            return batches.setdefault(sub.request_id, (sub.sink, []))[1]
+
         for rows in result.prompt_rows:
             sub = self._subs.get(rows.request_id)
             if sub is not None and sub.num_prompt_logprobs is not None:
-                sub.sink(PromptLogprobs(rows.start, prompt_entries(rows.rows, sub.prompt_token_ids, rows.start,
-                                                                    sub.num_prompt_logprobs)))
+                events_of(sub).append(PromptLogprobs(rows.start, prompt_entries(
+                    rows.rows, sub.prompt_token_ids, rows.start, sub.num_prompt_logprobs)))
         for p in result.produced:
             sub = self._subs.get(p.request_id)
             if sub is None:
                 continue
             # the row is read here, before the next step may reuse its host slot
             entry = None if sub.num_logprobs is None else token_entry(p.logits, p.token, sub.num_logprobs)
-            sub.sink(Token(p.position, p.token, entry, p.digest))
+            events_of(sub).append(Token(p.position, p.token, entry, p.digest))
         for output in result.finished:
-            if output.request_id in self._subs:
-                self._finish(output.request_id, Finished(output.finish_reason or "stop", output.num_cached_tokens))
+            sub = self._subs.get(output.request_id)
+            if sub is not None:
+                events_of(sub).append(self._finished(output.request_id, Finished(
+                    output.finish_reason or "stop", output.num_cached_tokens)))
+        for sink, events in batches.values():
+            sink(events)
 
     def _finish(self, request_id: str, event: Any) -> None:
-        sub = self._subs.pop(request_id)
+        sink = self._subs[request_id].sink
+        sink([self._finished(request_id, event)])
+
+    def _finished(self, request_id: str, event: Any) -> Any:
+        """Forget a request (its pending slot is free again); returns its last event."""
+        self._subs.pop(request_id)
         self._release(1)
         if isinstance(event, Finished):
             self.metrics.count_finish(event.reason)
-        sub.sink(event)
+        return event
 
     def _release(self, count: int) -> None:
         with self._cond:

@@ -83,9 +83,9 @@ class Generation:
         self._open = set(range(len(specs)))
 
     def _sink(self, index: int):
-        def put(event: Any) -> None:
+        def put(events: list[Any]) -> None:
             try:
-                self._aloop.call_soon_threadsafe(self._queue.put_nowait, (index, event))
+                self._aloop.call_soon_threadsafe(self._queue.put_nowait, (index, events))
             except RuntimeError:  # the event loop closed: nobody listens any more
                 pass
         return put
@@ -113,21 +113,23 @@ class Generation:
         checked = time.monotonic()
         try:
             while self._open:
-                try:
-                    index, event = await asyncio.wait_for(self._queue.get(), DISCONNECT_POLL_S)
-                except asyncio.TimeoutError:
-                    index, event = -1, None
+                if self._queue.empty():
+                    try:
+                        index, events = await asyncio.wait_for(self._queue.get(), DISCONNECT_POLL_S)
+                    except asyncio.TimeoutError:
+                        index, events = -1, ()
+                else:  # no timer for what is already here
+                    index, events = self._queue.get_nowait()
                 if is_disconnected is not None and time.monotonic() - checked >= DISCONNECT_POLL_S:
                     checked = time.monotonic()  # polled on a clock: a busy stream is checked too
                     if await is_disconnected():
                         return
-                if event is None:
-                    continue
-                if index not in self._open:
-                    continue  # a choice that already ended (stop string): its cancellation echo
-                update = self._apply(index, event)
-                if update is not None:
-                    yield update
+                for event in events:
+                    if index not in self._open:
+                        break  # a choice that already ended (stop string): its cancellation echo
+                    update = self._apply(index, event)
+                    if update is not None:
+                        yield update
         finally:
             self.cancel_unfinished()
 
@@ -176,4 +178,6 @@ class Generation:
 async def row_digest(future: Any) -> str:
     """Await an engine digest future; shielded, since cancelling a wrapped future would cancel the
     engine's own (whose trace then could not be resolved)."""
+    if future.done():  # the common case once a step has been dispatched: no wrapping, no wake-up
+        return future.result()
     return await asyncio.shield(asyncio.wrap_future(future))
