@@ -8,8 +8,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from evidence_db.appender import ChainAppender
-from evidence_db.canonical import canonical_json
-from evidence_db.chain import KIND_REVIEW, content_digest_of_text, iso_utc, review_content
+from evidence_db.chain import KIND_REVIEW, REVIEW_SCHEMA_ID, iso_utc, review_content, review_digest
 from evidence_db.errors import BundleError
 from evidence_db.models import DECISIONS, Review, utc_now_datetime
 from evidence_db.views import ReviewView
@@ -52,12 +51,12 @@ def add_review(*, session: Session, target: str, target_digest: str, decision: s
     created = created.astimezone(timezone.utc)  # stored as UTC (SQLite keeps no offset)
     content = review_content(target=target, target_digest=target_digest, decision=decision, reviewer=reviewer,
                              rationale=rationale, expires=expires, created_at=created)
-    digest = content_digest_of_text(canonical_json(content))
+    digest = review_digest(content)
     appender = ChainAppender(session)
     seq, prev, chain = appender.link(KIND_REVIEW, digest)
     session.execute(insert(Review).values(
-        target=target, target_digest=target_digest, decision=decision, reviewer=reviewer,
-        rationale=rationale, expires=expires, created_at=created, content_digest=digest, seq=seq,
+        schema_id=REVIEW_SCHEMA_ID, target=target, target_digest=target_digest, decision=decision,
+        reviewer=reviewer, rationale=rationale, expires=expires, created_at=created, content_digest=digest, seq=seq,
         prev_chain_digest=prev, chain_digest=chain))
     appender.finish()
     return ReviewView(target=target, target_digest=target_digest, decision=decision, reviewer=reviewer,
