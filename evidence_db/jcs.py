@@ -80,7 +80,7 @@ def _encode(value: Any, out: Any) -> None:
     elif kind is int or kind is float:
         out(number(value))
     elif kind is dict:
-        if any(type(k) is not str for k in value):
+        if any(not isinstance(k, str) for k in value):
             raise JcsError("object keys must be strings")
         out("{")
         for i, key in enumerate(sorted(value, key=_utf16_order)):
@@ -97,6 +97,8 @@ def _encode(value: Any, out: Any) -> None:
                 out(",")
             _encode(item, out)
         out("]")
+    elif isinstance(value, str):  # subclasses (torch's TorchVersion) as their text, as json does
+        out(encode_basestring(value))
     elif isinstance(value, (int, float)):  # subclasses (IntEnum, numpy's float64) as their plain value
         out(number(int(value) if isinstance(value, int) else float(value)))
     elif isinstance(value, (dict, list, tuple)):
