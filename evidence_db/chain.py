@@ -16,9 +16,12 @@ is detected too. The chain is versioned row by row: every row names its schema (
 of evidence items and of reviews), and the schema's version fixes the canonical JSON of its
 content digest (v1: Python's sorted ``json``; v2: RFC 8785). The schema id is itself part of
 the hashed content, so a row's version cannot be changed without breaking its digest; the
-link formula is the same for both (it hashes ASCII text, not JSON). The canonical JSON of an evidence item is assembled from pre-encoded parts
-(producer and deployment once per distinct value) because that is what makes ingesting and
-verifying 100,000 items take seconds; it is byte-identical to ``canonical_json`` of the record.
+link formula is the same for both (it hashes ASCII text, not JSON).
+
+The canonical JSON of an evidence item is assembled from pre-encoded parts (producer and
+deployment once per distinct value) because that is what makes ingesting and verifying 100,000
+items take seconds; it is byte-identical to the canonical JSON of the record under its
+version's rule (``encoder_for_version``), tested against the ``rfc8785`` package for v2.
 """
 
 from __future__ import annotations

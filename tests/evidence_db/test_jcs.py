@@ -97,3 +97,19 @@ def test_an_independent_implementation_writes_the_same_bytes(value: Any) -> None
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_every_float_as_the_independent_implementation_writes_it(value: float) -> None:
     assert jcs.number(value) == rfc8785.dumps(value).decode("ascii")
+
+
+def test_the_ingest_fast_path_digest_is_the_rfc8785_digest_of_the_record() -> None:
+    import hashlib
+
+    from evidence_db.bundle import Deployment
+    from evidence_db.prepare import Preparer
+    from tests.evidence_db.factories import record
+
+    deployment = Deployment({"rms_norm_eps": 9.999999747378752e-06, "rope_theta": 10000.0, "\U0001f600": 1,
+                             "\ufb33": [1e-07, -0.0, 1e21]})
+    value = record(0, deployment=deployment, details={"seconds": 2.0, "\U0001f600": {"\ufb33": 1e-07}, "n": 3})
+    line = value.to_json_dict()
+    expected = "sha256:" + hashlib.sha256(rfc8785.dumps(line)).hexdigest()
+    assert deployment.digest == "sha256:" + hashlib.sha256(rfc8785.dumps(deployment.fields)).hexdigest()
+    assert Preparer()(line, "line 1").content_digest == value.content_digest() == expected
