@@ -14,12 +14,15 @@ U+FFFF, no integer out of range), which is true of most evidence and keeps inges
 
 from __future__ import annotations
 
+import json
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 __all__ = ["encode", "number", "is_c_canonical", "keeps_types", "MAX_SAFE_INT", "JcsError"]
 
 MAX_SAFE_INT = 2**53 - 1
+_FLAT_LIST_MIN = 16  # lists at least this long are checked for the C encoder's fast path
+_C_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
 class JcsError(ValueError):
@@ -90,6 +93,8 @@ def _encode(value: Any, out: Any) -> None:
             out(":")
             _encode(value[key], out)
         out("}")
+    elif (kind is list or kind is tuple) and len(value) >= _FLAT_LIST_MIN and _is_flat(value):
+        out(_C_ENCODE(value))  # token ids and the like: every item is spelled the same by both
     elif kind is list or kind is tuple:
         out("[")
         for i, item in enumerate(value):
@@ -105,6 +110,15 @@ def _encode(value: Any, out: Any) -> None:
         _encode(dict(value) if isinstance(value, dict) else list(value), out)
     else:
         raise TypeError(f"Object of type {kind.__name__} is not JSON serializable")
+
+
+def _is_flat(items: list[Any] | tuple[Any, ...]) -> bool:
+    """Only strings and integers within ±(2**53 - 1): what the C encoder writes exactly as JCS does."""
+    for item in items:
+        kind = type(item)
+        if not (kind is str or (kind is int and -MAX_SAFE_INT <= item <= MAX_SAFE_INT)):
+            return False
+    return True
 
 
 def is_c_canonical(value: Any) -> bool:

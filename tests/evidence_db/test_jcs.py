@@ -113,3 +113,13 @@ def test_the_ingest_fast_path_digest_is_the_rfc8785_digest_of_the_record() -> No
     expected = "sha256:" + hashlib.sha256(rfc8785.dumps(line)).hexdigest()
     assert deployment.digest == "sha256:" + hashlib.sha256(rfc8785.dumps(deployment.fields)).hexdigest()
     assert Preparer()(line, "line 1").content_digest == value.content_digest() == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(-(2**53 - 1), 2**53 - 1) | st.text(max_size=3), min_size=16, max_size=40),
+       st.floats(allow_nan=False, allow_infinity=False))
+def test_long_flat_lists_take_the_c_encoder_and_match(items: list[Any], number: float) -> None:
+    value = {"ids": items, "t": number}
+    assert canonical_json(value) == rfc8785.dumps(value).decode("utf-8")
+    with pytest.raises(ValueError):
+        canonical_json({"ids": items + [2**53], "t": number})
