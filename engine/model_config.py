@@ -9,6 +9,7 @@ clear error naming the field.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,18 @@ class ModelSpec:
         return None if self.rope_scaling is None else dict(self.rope_scaling)
 
 
+def _first_non_finite(value: Any, where: str = "") -> tuple[str, float] | None:
+    """The dotted name and value of the first NaN or infinity in ``value`` (in document order)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where, value
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _first_non_finite(item, f"{where}.{key}" if where else str(key))
+        if found is not None:
+            return found
+    return None
+
+
 def _field(config: dict[str, Any], name: str, kind: type, path: Path, default: Any = None) -> Any:
     value = config.get(name)
     if value is None:  # absent or null: the Hugging Face default, when there is one
@@ -122,6 +135,11 @@ def read_model_spec(model_dir: Path) -> ModelSpec:
         raise ModelConfigError(f"{path}: not readable JSON ({exc})") from None
     if not isinstance(config, dict):
         raise ModelConfigError(f"{path}: top level must be an object")
+    # Python's parser accepts NaN, Infinity and overflowing numbers such as 1e999; JSON has none of them
+    non_finite = _first_non_finite(config)
+    if non_finite is not None:
+        raise ModelConfigError(f"{path}: field {non_finite[0]!r} is {non_finite[1]!r}, which is not a JSON number; "
+                               f"write a finite value (or remove the field to take its default)")
     architectures = config.get("architectures") or []
     if len(architectures) != 1 or architectures[0] not in SUPPORTED_ARCHITECTURES:
         raise ModelConfigError(f"{path}: architecture {architectures!r} is not supported "

@@ -1,9 +1,11 @@
-"""Evidence bundle format v1: the records producers emit and ``bitcase ingest`` reads.
+"""Evidence bundle format v2: the records producers emit and ``bitcase ingest`` reads.
 
 Producers never touch the database; they build :class:`EvidenceRecord` objects and write
 them with :func:`write_bundle` (JSONL, one record per line, written atomically). The
 format is documented in ``docs/evidence-format.md``; its JSON Schema ships as
-``evidence_db/schema/evidence-v1.json``.
+``evidence_db/schema/evidence-v2.json``. v2 differs from v1 only in the canonical JSON its
+digests are computed over (RFC 8785 instead of Python's sorted ``json``); ingest still reads
+v1 records (``SCHEMA_VERSIONS``), each hashed by its own version's rule.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from evidence_db.canonical import canonical_json, digest_of
+from evidence_db.canonical import canonical_json, digest_of, digest_of_v1
 
 if TYPE_CHECKING:
     from evidence_db.keys import SigningKey
 
 __all__ = [
     "SCHEMA_ID",
+    "SCHEMA_ID_V1",
+    "SCHEMA_VERSIONS",
     "CATEGORIES",
     "STATUSES",
     "Producer",
@@ -32,7 +36,9 @@ __all__ = [
     "utc_now",
 ]
 
-SCHEMA_ID = "bitcase.evidence/v1"
+SCHEMA_ID = "bitcase.evidence/v2"
+SCHEMA_ID_V1 = "bitcase.evidence/v1"
+SCHEMA_VERSIONS = {SCHEMA_ID_V1: 1, SCHEMA_ID: 2}  # schema id -> canonical JSON version of its digests
 CATEGORIES = ("kernel_proof", "trusted_contract_translation", "runtime_config_check", "test_result")
 STATUSES = ("pass", "fail", "error", "inconclusive")
 
@@ -67,7 +73,9 @@ class Deployment:
         if not self.digest:
             object.__setattr__(self, "digest", expected)
         elif self.digest != expected:
-            raise ValueError(f"deployment digest {self.digest} does not match its fields ({expected})")
+            was_v1 = self.digest == digest_of_v1(self.fields)
+            raise ValueError(f"deployment digest {self.digest} does not match its fields ({expected})"
+                             + (" (it is their schema v1 digest, from before RFC 8785)" if was_v1 else ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +117,12 @@ class EvidenceRecord:
 
     @classmethod
     def from_json_dict(cls, d: dict[str, Any]) -> "EvidenceRecord":
-        """The record a bundle line holds (the inverse of :meth:`to_json_dict`; the schema key is dropped)."""
+        """The record a v2 bundle line holds (the inverse of :meth:`to_json_dict`; the schema key is dropped).
+
+        v1 records are read by ingest only (their digests follow the v1 rule): :class:`ValueError`.
+        """
+        if d.get("schema") != SCHEMA_ID:
+            raise ValueError(f"record schema {d.get('schema')!r} is not {SCHEMA_ID}; ingest the bundle instead")
         return cls(id=d["id"], category=d["category"], obligation=d["obligation"], status=d["status"],
                    summary=d["summary"], producer=Producer(**d["producer"]),
                    deployment=Deployment(fields=d["deployment"]["fields"], digest=d["deployment"]["digest"]),

@@ -12,9 +12,16 @@ row stores
   ``kind`` ``evidence``, ``review`` or ``signature``.
 
 The ``chain_heads`` row holds the last seq and its chain digest, so deleting the newest rows
-is detected too. The canonical JSON of an evidence item is assembled from pre-encoded parts
-(producer and deployment once per distinct value) because that is what makes ingesting and
-verifying 100,000 items take seconds; it is byte-identical to ``canonical_json`` of the record.
+is detected too. The chain is versioned row by row: every row names its schema (``schema_id``
+of evidence items and of reviews), and the schema's version fixes the canonical JSON of its
+content digest (v1: Python's sorted ``json``; v2: RFC 8785). The schema id is itself part of
+the hashed content, so a row's version cannot be changed without breaking its digest; the
+link formula is the same for both (it hashes ASCII text, not JSON).
+
+The canonical JSON of an evidence item is assembled from pre-encoded parts (producer and
+deployment once per distinct value) because that is what makes ingesting and verifying 100,000
+items take seconds; it is byte-identical to the canonical JSON of the record under its
+version's rule (``encoder_for_version``), tested against the ``rfc8785`` package for v2.
 """
 
 from __future__ import annotations
@@ -24,17 +31,20 @@ from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from datetime import date, datetime, timezone
 from typing import Any, Iterable
 
-from evidence_db.canonical import DIGEST_PREFIX, canonical_json
+from evidence_db.canonical import DIGEST_PREFIX, canonical_json, encoder_for_version
 from evidence_db.models import GENESIS_DIGEST
 
-__all__ = ["GENESIS_DIGEST", "KIND_EVIDENCE", "KIND_REVIEW", "KIND_SIGNATURE", "REVIEW_SCHEMA_ID", "chain_link",
+__all__ = ["GENESIS_DIGEST", "KIND_EVIDENCE", "KIND_REVIEW", "KIND_SIGNATURE", "REVIEW_SCHEMA_ID",
+           "REVIEW_SCHEMA_ID_V1", "REVIEW_SCHEMA_VERSIONS", "review_digest", "chain_link",
            "evidence_content_json", "ContentHasher", "producer_json", "deployment_json", "subjects_json",
            "review_content", "content_digest_of_text", "iso_utc"]
 
 KIND_EVIDENCE = "evidence"
 KIND_REVIEW = "review"
 KIND_SIGNATURE = "signature"  # a bundle signature (evidence_db.signatures)
-REVIEW_SCHEMA_ID = "bitcase.review/v1"
+REVIEW_SCHEMA_ID = "bitcase.review/v2"
+REVIEW_SCHEMA_ID_V1 = "bitcase.review/v1"
+REVIEW_SCHEMA_VERSIONS = {REVIEW_SCHEMA_ID_V1: 1, REVIEW_SCHEMA_ID: 2}  # schema id -> canonical JSON version
 
 
 def chain_link(prev_chain_digest: str, seq: int, kind: str, content_digest: str) -> str:
@@ -125,14 +135,15 @@ def iso_utc(moment: datetime) -> str:
 
 
 def review_content(*, target: str, target_digest: str, decision: str, reviewer: str, rationale: str,
-                   expires: date | None, created_at: datetime, signer_key_id: str | None = None) -> dict[str, Any]:
+                   expires: date | None, created_at: datetime, schema_id: str = REVIEW_SCHEMA_ID,
+                   signer_key_id: str | None = None) -> dict[str, Any]:
     """What a review says, as hashed into the chain (and signed, for a signed review).
 
     A signed review's content also names the signer's key id; an unsigned one's has no
     ``signer`` key, so its digest is what it always was.
     """
     content = {
-        "schema": REVIEW_SCHEMA_ID,
+        "schema": schema_id,
         "target": target,
         "target_digest": target_digest,
         "decision": decision,
@@ -144,3 +155,12 @@ def review_content(*, target: str, target_digest: str, decision: str, reviewer: 
     if signer_key_id is not None:
         content["signer"] = signer_key_id
     return content
+
+
+def review_digest(content: dict[str, Any]) -> str:
+    """The content digest of :func:`review_content`, by the canonical JSON of its schema's version.
+
+    Raises :class:`KeyError` for a schema id that is not a review schema.
+    """
+    encode = encoder_for_version(REVIEW_SCHEMA_VERSIONS[content["schema"]])
+    return content_digest_of_text(encode(content))

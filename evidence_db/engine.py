@@ -17,7 +17,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError, OperationalError
 from sqlalchemy.pool import StaticPool
 
-from evidence_db.canonical import canonical_json
+from evidence_db.canonical import canonical_json_v1
 from evidence_db.errors import StoreError
 
 __all__ = ["create_store_engine", "describe_url", "is_sqlite", "translate_db_errors",
@@ -54,7 +54,9 @@ def create_store_engine(url: str) -> Engine:
         raise StoreError(f"cannot parse database URL {url!r}: {exc}",
                          hint="use a file path, sqlite:///PATH or postgresql://USER@HOST/DB") from None
     backend = sa_url.get_backend_name()
-    kwargs: dict[str, Any] = {"json_serializer": canonical_json}
+    # JSON columns are stored compact and sorted; any exact spelling does (digests are recomputed
+    # from the parsed value by its row's rule), and this one also takes v1's 64-bit integers.
+    kwargs: dict[str, Any] = {"json_serializer": canonical_json_v1}
     if backend == "sqlite":
         if sa_url.database in (None, "", ":memory:"):
             kwargs.update(poolclass=StaticPool, connect_args={"check_same_thread": False})

@@ -22,7 +22,8 @@ import json
 import secrets
 from typing import Any
 
-from evidence_db.canonical import canonical_json
+from evidence_db.canonical import canonical_json, canonical_json_v1
+from evidence_db.jcs import keeps_types
 
 try:
     import orjson
@@ -117,8 +118,11 @@ class LineParser:
             item = value.get(repeat.key)
             if repeat.key in skip or not isinstance(item, dict):
                 continue
+            # The text a line would hold for this very value: v2 writers write RFC 8785, v1 writers
+            # Python's json; where RFC 8785 spells a float as an integer, only the v1 text is exact.
+            encode = canonical_json if keeps_types(item) else canonical_json_v1
             try:
-                candidate = f'"{repeat.key}":{canonical_json(item)}'.encode("utf-8")
+                candidate = f'"{repeat.key}":{encode(item)}'.encode("utf-8")
             except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
                 continue
             if len(candidate) >= MIN_REPEAT_BYTES and candidate not in repeat.known and candidate in raw:

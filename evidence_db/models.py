@@ -151,6 +151,8 @@ class Review(Base):
     )
 
     seq: Mapped[ChainSeq]
+    # v1 rows predate the column (migration 0003 gives them the v1 id); new reviews name v2
+    schema_id: Mapped[str] = mapped_column(String(64), server_default="bitcase.review/v1")
     target: Mapped[str] = mapped_column(String(512))
     target_digest: Mapped[str] = mapped_column(String(200))
     decision: Mapped[str] = mapped_column(String(16))

@@ -9,8 +9,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from evidence_db.appender import ChainAppender
-from evidence_db.canonical import canonical_json
-from evidence_db.chain import KIND_REVIEW, content_digest_of_text, iso_utc, review_content
+from evidence_db.chain import KIND_REVIEW, REVIEW_SCHEMA_ID, iso_utc, review_content, review_digest
 from evidence_db.errors import BundleError
 from evidence_db.keys import SigningKey
 from evidence_db.models import DECISIONS, Review, utc_now_datetime
@@ -62,13 +61,13 @@ def add_review(*, session: Session, target: str, target_digest: str, decision: s
     key_id = None if signer is None else signer.key_id
     content = review_content(target=target, target_digest=target_digest, decision=decision, reviewer=reviewer,
                              rationale=rationale, expires=expires, created_at=created, signer_key_id=key_id)
-    digest = content_digest_of_text(canonical_json(content))
+    digest = review_digest(content)
     signature = None if signer is None else base64.b64encode(signer.sign(review_payload(content))).decode("ascii")
     appender = ChainAppender(session)
     seq, prev, chain = appender.link(KIND_REVIEW, digest)
     session.execute(insert(Review).values(
-        target=target, target_digest=target_digest, decision=decision, reviewer=reviewer,
-        rationale=rationale, expires=expires, created_at=created, content_digest=digest, seq=seq,
+        schema_id=REVIEW_SCHEMA_ID, target=target, target_digest=target_digest, decision=decision,
+        reviewer=reviewer, rationale=rationale, expires=expires, created_at=created, content_digest=digest, seq=seq,
         prev_chain_digest=prev, chain_digest=chain, signer_key_id=key_id,
         signer_public_key=None if signer is None else signer.public.openssh, signature=signature))
     appender.finish()

@@ -148,7 +148,7 @@ def _review_signature_problem(row: Review) -> str | None:
         return f"the review's public key is not {row.signer_key_id}: the key was swapped"
     content = review_content(target=row.target, target_digest=row.target_digest, decision=row.decision,
                              reviewer=row.reviewer, rationale=row.rationale, expires=row.expires,
-                             created_at=row.created_at, signer_key_id=row.signer_key_id)
+                             created_at=row.created_at, schema_id=row.schema_id, signer_key_id=row.signer_key_id)
     if not _verifies(key, signature, review_payload(content)):
         return f"the review's signature by {row.signer_key_id} does not verify: the review was altered"
     return None

@@ -55,7 +55,7 @@ def ingest_prepared(*, session: Session, records: Iterable[PreparedRecord],
 def ingest_records(*, session: Session, records: Iterable[EvidenceRecord]) -> IngestResult:
     """Append evidence records to the store in the session's transaction.
 
-    Each record is validated against bundle schema v1 and appended to the hash chain in input
+    Each record is validated against bundle schema v2 and appended to the hash chain in input
     order. A record whose id is already stored with the same content digest is a no-op
     (counted in ``unchanged``); the same id with different content raises
     :class:`~evidence_db.errors.RecordConflict`, and a bad record raises

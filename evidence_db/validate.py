@@ -1,6 +1,6 @@
 """A small JSON Schema validator for the bundle schema, compiled once into closures.
 
-It implements the keywords ``evidence_db/schema/evidence-v1.json`` uses (type, const, enum,
+It implements the keywords ``evidence_db/schema/evidence-v2.json`` (and v1) use (type, const, enum,
 required, properties, additionalProperties: false, items, maxItems, minLength, maxLength,
 pattern, format: date-time, local ``$ref``) and refuses a schema that uses any other, so the
 shipped schema and the checks applied can never silently differ. Each schema node compiles
@@ -20,7 +20,7 @@ from importlib import resources
 from typing import Any, Callable
 
 __all__ = ["SchemaViolation", "compile_schema", "json_type_name", "format_path", "evidence_schema",
-           "validate_evidence", "evidence_part_checks"]
+           "validate_evidence", "evidence_part_checks", "schema_for", "CURRENT_SCHEMA"]
 
 Path = tuple[str | int, ...]
 Check = Callable[[Any, Path], None]
@@ -270,32 +270,45 @@ def _array_check(schema: dict[str, Any], root: dict[str, Any], hint: str) -> tup
     return check_array, is_typed
 
 
-@lru_cache(maxsize=1)
-def evidence_schema() -> dict[str, Any]:
-    """The shipped JSON Schema of bundle format v1 (``evidence_db/schema/evidence-v1.json``)."""
-    text = resources.files("evidence_db.schema").joinpath("evidence-v1.json").read_text(encoding="utf-8")
+_SCHEMA_FILES = {"bitcase.evidence/v1": "evidence-v1.json", "bitcase.evidence/v2": "evidence-v2.json"}
+CURRENT_SCHEMA = "bitcase.evidence/v2"
+
+
+@lru_cache(maxsize=None)
+def evidence_schema(schema_id: str = CURRENT_SCHEMA) -> dict[str, Any]:
+    """The shipped JSON Schema of a bundle format (``evidence_db/schema/evidence-v2.json`` by default)."""
+    text = resources.files("evidence_db.schema").joinpath(_SCHEMA_FILES[schema_id]).read_text(encoding="utf-8")
     return json.loads(text)
 
 
-@lru_cache(maxsize=1)
-def _evidence_check() -> Check:
-    return compile_schema(evidence_schema())
+@lru_cache(maxsize=None)
+def _evidence_check(schema_id: str) -> Check:
+    return compile_schema(evidence_schema(schema_id))
 
 
-@lru_cache(maxsize=1)
-def evidence_part_checks() -> tuple[Check, Check, Check]:
+def schema_for(record: Any) -> str:
+    """The schema a record is checked against: the one it names when known, else the current one.
+
+    An unknown or missing ``schema`` is then reported by the current schema's ``const``.
+    """
+    name = record.get("schema") if isinstance(record, dict) else None
+    return name if isinstance(name, str) and name in _SCHEMA_FILES else CURRENT_SCHEMA
+
+
+@lru_cache(maxsize=None)
+def evidence_part_checks(schema_id: str = CURRENT_SCHEMA) -> tuple[Check, Check, Check]:
     """Checks for a record without its producer and deployment, for a producer, for a deployment.
 
     Together they check exactly what :func:`validate_evidence` checks; split, so a caller can
     skip re-checking a producer or deployment identical to one already checked. Call the
     part checks with the path ``("producer",)`` or ``("deployment",)``.
     """
-    schema = evidence_schema()
+    schema = evidence_schema(schema_id)
     shell = {**schema, "properties": {**schema["properties"], "producer": {}, "deployment": {}}}
     return (compile_schema(shell), compile_schema(schema["properties"]["producer"], schema),
             compile_schema(schema["properties"]["deployment"], schema))
 
 
 def validate_evidence(record: Any) -> None:
-    """Check one parsed bundle record against the v1 schema; raise :class:`SchemaViolation`."""
-    _evidence_check()(record, ())
+    """Check one parsed bundle record against its schema (v1 or v2); raise :class:`SchemaViolation`."""
+    _evidence_check(schema_for(record))(record, ())

@@ -15,10 +15,11 @@ from typing import Any
 from sqlalchemy import String, Text, cast, func, select, type_coerce
 from sqlalchemy.orm import Session
 
-from evidence_db.canonical import canonical_json
+from evidence_db.bundle import SCHEMA_VERSIONS
+from evidence_db.canonical import encoder_for_version
 from evidence_db.chain import (GENESIS_DIGEST, KIND_EVIDENCE, KIND_REVIEW, chain_link, content_digest_of_text,
                                deployment_json, evidence_content_json, producer_json, review_content,
-                               subjects_json)
+                               review_digest, subjects_json)
 from evidence_db.engine import PG_LOCK_KEY
 from evidence_db.models import (MAIN_CHAIN, BundleSignature, ChainHead, Deployment, EvidenceItem, ProducerRun, Review,
                                 Subject)
@@ -60,8 +61,8 @@ def verify_chain(*, session: Session) -> ChainReport:
                      select(_raw_id(ProducerRun.id), ProducerRun.tool, ProducerRun.version, ProducerRun.command,
                             ProducerRun.host, ProducerRun.accelerator, ProducerRun.started_at,
                             ProducerRun.finished_at))}
-    deployments = {did: deployment_json(canonical_json(fields), digest) for did, digest, fields in
-                   session.execute(select(_raw_id(Deployment.id), Deployment.digest, Deployment.fields))}
+    deployments = _Deployments(session.execute(select(_raw_id(Deployment.id), Deployment.digest,
+                                                      Deployment.fields)).all())
     faults: list[ChainFault] = []
     prev = GENESIS_DIGEST
     num_rows = 0
@@ -103,8 +104,28 @@ def verify_chain(*, session: Session) -> ChainReport:
                        faults=tuple(faults[:MAX_FAULTS]))
 
 
+class _Deployments:
+    """Canonical JSON of each stored deployment, per schema version (v1 and v2 rows may share one)."""
+
+    def __init__(self, rows: list[Any]) -> None:
+        self._rows = {did: (digest, fields) for did, digest, fields in rows}
+        self._texts: dict[tuple[Any, int], str] = {}
+
+    def text(self, deployment_id: Any, version: int) -> str:
+        key = (deployment_id, version)
+        if key not in self._texts:
+            if deployment_id not in self._rows:
+                return "null"  # a dangling reference: the content digest then cannot match
+            digest, fields = self._rows[deployment_id]
+            try:
+                self._texts[key] = deployment_json(encoder_for_version(version)(fields), digest)
+            except (ValueError, TypeError):  # fields without a form in this version: cannot match
+                self._texts[key] = "null"
+        return self._texts[key]
+
+
 def _evidence_window(session: Session, lo: int, hi: int, producers: dict[Any, str],
-                     deployments: dict[Any, str]) -> dict[int, Entry]:
+                     deployments: _Deployments) -> dict[int, Entry]:
     in_window = (EvidenceItem.seq >= lo) & (EvidenceItem.seq < hi)
     subjects: dict[int, list[tuple[str, str]]] = defaultdict(list)
     conn = session.connection()  # Core execution: no ORM row processing for 100,000s of plain rows
@@ -125,7 +146,8 @@ def _evidence_window(session: Session, lo: int, hi: int, producers: dict[Any, st
         text = evidence_content_json(
             schema_id=schema_id, record_id=record_id, category=category, obligation=obligation, status=status,
             summary=summary, produced_at=produced_at, producer=producers.get(producer_id, "null"),
-            deployment=deployments.get(deployment_id, "null"), subjects=subjects_json(subjects.get(seq, ())),
+            deployment=deployments.text(deployment_id, SCHEMA_VERSIONS.get(schema_id, 2)),
+            subjects=subjects_json(subjects.get(seq, ())),
             details=details)
         window[seq] = (KIND_EVIDENCE, record_id, content_digest_of_text(text), content, prev, chain)
     return window
@@ -137,7 +159,10 @@ def _review_window(session: Session, lo: int, hi: int) -> dict[int, Entry]:
     for r in rows:
         content = review_content(target=r.target, target_digest=r.target_digest, decision=r.decision,
                                  reviewer=r.reviewer, rationale=r.rationale, expires=r.expires,
-                                 created_at=r.created_at, signer_key_id=r.signer_key_id)
-        window[r.seq] = (KIND_REVIEW, r.target, content_digest_of_text(canonical_json(content)),
-                         r.content_digest, r.prev_chain_digest, r.chain_digest)
+                                 created_at=r.created_at, schema_id=r.schema_id, signer_key_id=r.signer_key_id)
+        try:
+            recomputed = review_digest(content)
+        except KeyError:  # a schema id no version defines: the row cannot be verified
+            recomputed = f"(no digest rule for schema {r.schema_id!r})"
+        window[r.seq] = (KIND_REVIEW, r.target, recomputed, r.content_digest, r.prev_chain_digest, r.chain_digest)
     return window

@@ -93,6 +93,10 @@ def compare(
         "--gpus", min=1, help="Split the run over GPUs cuda:0..N-1, one shard process each (needs --device cuda; "
                               "not with --shard).")] = 1,
     sign_key: SignKeyOption = None,
+    worker_timeout: Annotated[Optional[float], typer.Option(
+        "--worker-timeout", metavar="SECONDS",
+        help="Seconds a reference worker or shard process may stay silent before its comparisons fail "
+             "(default: $BITCASE_WORKER_TIMEOUT, else 900).", show_default=False)] = None,
     json_output: JsonOption = False,
 ) -> None:
     """Run the bitwise comparison suites on the engine and write test_result evidence.
@@ -107,11 +111,14 @@ def compare(
     from engine.compare.progress import ProgressEvent
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from engine.compare.worker_client import resolve_timeout
+
     expected = _load_deployment(deployment)
     signer = _signer(sign_key)
     try:
         plan(model, suite or ["all"], scale, shard=shard, device=device)
-    except CompareInputError as exc:
+        worker_timeout = resolve_timeout(worker_timeout)
+    except ValueError as exc:  # CompareInputError, or a bad --worker-timeout / $BITCASE_WORKER_TIMEOUT
         fail(str(exc), hint="see `bitcase compare --help`")
     if gpus > 1:
         _check_gpus(gpus, device, shard)
@@ -128,10 +135,11 @@ def compare(
                 bar.update(task, description=event.message)
         command = ["bitcase", *sys.argv[1:]]
         if gpus > 1:
-            records = _run_on_gpus(model, suite or ["all"], scale, gpus, expected, label, command, progress)
+            records = _run_on_gpus(model, suite or ["all"], scale, gpus, expected, label, command, progress,
+                                   worker_timeout)
         else:
             records = run_suites(model, suite or ["all"], scale=scale, device=device, shard=shard, progress=progress,
-                                 deployment=expected, label=label, command=command)
+                                 deployment=expected, label=label, command=command, worker_timeout=worker_timeout)
     _finish(records, out, json_output, {"scale": scale, "shard": shard, "device": device, "gpus": gpus}, signer)
 
 
@@ -148,13 +156,17 @@ def _check_gpus(gpus: int, device: str, shard: str) -> None:
         fail(f"--gpus {gpus}: only {visible} CUDA device(s) are visible", hint=f"pass --gpus {visible} or fewer")
 
 
-def _run_on_gpus(model, suites, scale, gpus, expected, label, command, progress):
+def _run_on_gpus(model, suites, scale, gpus, expected, label, command, progress, worker_timeout):
     from engine.compare.api import deployment_for, runtime_checks, selected_suites
-    from engine.compare.devices import run_on_devices
+    from engine.compare.devices import DeviceRunError, run_on_devices
 
     deployment = expected or deployment_for(model, scale, "cuda")
-    records = run_on_devices(model, selected_suites(suites), scale, devices=[f"cuda:{i}" for i in range(gpus)],
-                             deployment=deployment, label=label, command=command, progress=progress)
+    try:
+        records = run_on_devices(model, selected_suites(suites), scale, devices=[f"cuda:{i}" for i in range(gpus)],
+                                 deployment=deployment, label=label, command=command, progress=progress,
+                                 worker_timeout=worker_timeout)
+    except DeviceRunError as exc:  # the run did not complete: no bundle, and not a usage error
+        fail(str(exc), hint="nothing was written; see the shard's log above", code=EXIT_FINDINGS)
     return records + runtime_checks(model, "cuda", scale, deployment=deployment, command=command,
                                     source=f"bitcase compare, {gpus} GPUs")
 

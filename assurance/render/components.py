@@ -52,7 +52,7 @@ CONTRACTS = (
     Contract("launch", "triton", "driver", "driver loads and launches the compiled code"),
     Contract("execution", "driver", "gpu", "GPU executes the code as compiled"),
     Contract("graph_replay", "engine", "driver", "padded CUDA-graph replay fidelity"),
-    Contract("evidence_bundle", "engine", "store", "evidence bundles (schema v1)"),
+    Contract("evidence_bundle", "engine", "store", "evidence bundles (schema v2)"),
     Contract("proof_evidence", "verifier", "store", "kernel proof evidence"),
 )
 

@@ -20,6 +20,7 @@ from engine.compare.runner import plan_units, run_units
 from engine.compare.scales import ScaleSpec, scale_spec
 from engine.compare.sharding import Shard, parse_shard, select
 from engine.compare.units import Unit
+from engine.compare.worker_client import resolve_timeout
 from engine.model_config import read_model_spec
 from evidence_db.bundle import Deployment, EvidenceRecord, Subject, utc_now
 
@@ -99,7 +100,7 @@ def run_suites(model_dir: str | Path, suites: str | Sequence[str] = "all", scale
                device: str = "cpu", shard: str | Shard = "1/1", progress: ProgressCallback | None = None, *,
                deployment: Deployment | None = None, factory: str = DEFAULT_FACTORY, label: str = "",
                command: Sequence[str] | None = None, seed: int = PROTOCOL_SEED,
-               runtime: bool = True) -> list[EvidenceRecord]:
+               runtime: bool = True, worker_timeout: float | None = None) -> list[EvidenceRecord]:
     """Run the comparison protocol on the engine and return evidence records.
 
     Parameters
@@ -117,6 +118,8 @@ def run_suites(model_dir: str | Path, suites: str | Sequence[str] = "all", scale
     label : mixed into the run key to record a deliberate re-run of identical code, weights and D
         under new ids (without it such a re-run collides with the first at ingest, by design).
     runtime : also run :func:`runtime_checks` and append its records.
+    worker_timeout : seconds a cold-reference worker may stay silent before its pending references
+        fail (default ``$BITCASE_WORKER_TIMEOUT``, else 900); see ``engine/compare/worker_client.py``.
 
     Returns ``test_result`` records (one per unit, one per failing or erroring comparison; see
     ``engine/compare/records.py``) and, with ``runtime``, ``runtime_config_check`` records.
@@ -124,6 +127,10 @@ def run_suites(model_dir: str | Path, suites: str | Sequence[str] = "all", scale
     """
     model_dir = Path(model_dir)
     spec, shard_obj, vocab_size = _inputs(model_dir, scale, shard, device)
+    try:
+        worker_timeout = resolve_timeout(worker_timeout)
+    except ValueError as exc:
+        raise CompareInputError(str(exc)) from None
     names = selected_suites(suites)
     deployment = deployment or deployment_for(model_dir, spec.name, device)
     subjects = _subjects(deployment)
@@ -132,7 +139,7 @@ def run_suites(model_dir: str | Path, suites: str | Sequence[str] = "all", scale
     started = utc_now()
     outcomes = run_units(select(all_units, shard_obj), model_dir=model_dir, scale=spec, vocab_size=vocab_size,
                          seed=seed, device=device, factory=load_factory(factory), factory_spec=factory,
-                         expected_core=core_digest(deployment), progress=progress)
+                         expected_core=core_digest(deployment), progress=progress, worker_timeout=worker_timeout)
     identity = RunIdentity(key=key, deployment=deployment, subjects=subjects, scale=spec.name, seed=seed,
                            shard=str(shard_obj), producer=producer("bitcase compare", command or sys.argv,
                                                                    _accelerator(device), started, utc_now()))

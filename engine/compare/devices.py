@@ -7,7 +7,8 @@ single-GPU run and the shards' records together are exactly that run's. Children
 as JSON lines on stdout and write their records as a bundle, which the parent reads back. A child
 that fails fails the whole run at once and the other shards are stopped (its comparisons would
 otherwise go missing); a child whose parent dies stops (its stdin ends), so no shard keeps a GPU
-busy for a run nobody will read.
+busy for a run nobody will read. A child that reports nothing for the worker timeout (see
+``worker_client.py``) counts as failed too: no wait on a shard is unbounded.
 
 Torch-free: the parent only starts processes and reads files.
 """
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Sequence
 
 from engine.compare.progress import ProgressCallback, ProgressEvent
+from engine.compare.worker_client import TIMEOUT_ENV, absolute_pythonpath, resolve_timeout
 from evidence_db.bundle import Deployment, EvidenceRecord
 
 __all__ = ["run_on_devices", "parse_devices", "DeviceRunError"]
@@ -55,7 +57,7 @@ class _Child:
         self.log = tmp / f"shard-{index + 1}.log"
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, absolute_pythonpath(env)) if p)
         if device.startswith("cuda:"):
             env["CUDA_VISIBLE_DEVICES"] = device.removeprefix("cuda:")
         message = {**job, "shard": self.shard, "device": "cuda" if device.startswith("cuda") else device,
@@ -68,15 +70,22 @@ class _Child:
         self.proc.stdin.write(json.dumps(message) + "\n")
         self.proc.stdin.flush()
         self.done = self.total = 0
+        self.last_heard = time.monotonic()  # when the child last reported progress
 
 
-def _wait_all_or_first_failure(children: list[_Child]) -> _Child | None:
-    """Wait for every child; when one fails, stop the others at once (the run has failed anyway).
+def _wait_all_or_first_failure(children: list[_Child], timeout: float) -> tuple[_Child, str] | None:
+    """Wait for every child; when one fails or stays silent ``timeout`` s, stop the others at once.
 
-    Returns the first child seen failing, or None when all exited with code 0.
+    Returns the first child seen failing with why, or None when all exited with code 0.
     """
     while True:
-        failed = next((c for c in children if c.proc.poll() not in (None, 0)), None)
+        failed = next(((c, f"exited with code {c.proc.returncode}") for c in children
+                       if c.proc.poll() not in (None, 0)), None)
+        silent = next((c for c in children if c.proc.poll() is None
+                       and time.monotonic() - c.last_heard > timeout), None)
+        if failed is None and silent is not None:
+            failed = (silent, f"reported nothing for {timeout:g} s (the bound; set it with --worker-timeout "
+                              f"or ${TIMEOUT_ENV}) and was stopped")
         if failed is not None:
             for c in children:
                 if c.proc.poll() is None:
@@ -90,15 +99,19 @@ def _wait_all_or_first_failure(children: list[_Child]) -> _Child | None:
 
 def run_on_devices(model_dir: str | Path, suites: Sequence[str], scale: str, *, devices: Sequence[str],
                    deployment: Deployment, label: str = "", command: Sequence[str] = (), seed: int | None = None,
-                   factory: str | None = None, progress: ProgressCallback | None = None) -> list[EvidenceRecord]:
+                   factory: str | None = None, progress: ProgressCallback | None = None,
+                   worker_timeout: float | None = None) -> list[EvidenceRecord]:
     """Run ``suites`` at ``scale`` split over ``devices``; return every shard's records (no runtime checks).
 
-    Raises :class:`DeviceRunError` when a shard process fails.
+    ``worker_timeout`` bounds a shard's silence and, inside each shard, its reference workers'.
+    Raises :class:`DeviceRunError` when a shard process fails or stays silent past the bound, and
+    :class:`ValueError` for a bad device list or timeout.
     """
     devices = parse_devices(devices)
+    timeout = resolve_timeout(worker_timeout)
     job = {"model": str(Path(model_dir).resolve()), "suites": list(suites), "scale": scale,
            "deployment": {"fields": deployment.fields, "digest": deployment.digest}, "label": label,
-           "command": list(command), "seed": seed, "factory": factory}
+           "command": list(command), "seed": seed, "factory": factory, "worker_timeout": timeout}
     lock = threading.Lock()
     with tempfile.TemporaryDirectory(prefix="bitcase-devices-") as tmp:
         children = [_Child(i, len(devices), d, job, Path(tmp)) for i, d in enumerate(devices)]
@@ -108,6 +121,7 @@ def run_on_devices(model_dir: str | Path, suites: Sequence[str], scale: str, *, 
             for line in child.proc.stdout:
                 event = ProgressEvent(**json.loads(line))
                 with lock:
+                    child.last_heard = time.monotonic()
                     child.done, child.total = event.done, max(child.total, event.total)
                     if progress is not None:
                         done, total = sum(c.done for c in children), sum(c.total for c in children)
@@ -118,7 +132,7 @@ def run_on_devices(model_dir: str | Path, suites: Sequence[str], scale: str, *, 
         for t in threads:
             t.start()
         try:
-            failed = _wait_all_or_first_failure(children)
+            failed = _wait_all_or_first_failure(children, timeout)
         except BaseException:
             for child in children:
                 child.proc.kill()
@@ -128,11 +142,14 @@ def run_on_devices(model_dir: str | Path, suites: Sequence[str], scale: str, *, 
                 child.proc.stdin.close()
         for t in threads:
             t.join(timeout=30)
-        failed = failed or next((c for c in children if not c.out.is_file()), None)
+        missing = next((c for c in children if not c.out.is_file()), None)
+        if failed is None and missing is not None:
+            failed = (missing, f"exited with code {missing.proc.returncode} without writing its records")
         if failed is not None:
-            tail = failed.log.read_text(errors="replace")[-3000:]
-            raise DeviceRunError(f"shard {failed.shard} on {devices[children.index(failed)]} exited with code "
-                                 f"{failed.proc.returncode} (the other shards were stopped): {tail}")
+            child, why = failed
+            tail = child.log.read_text(errors="replace")[-3000:]
+            raise DeviceRunError(f"shard {child.shard} on {devices[children.index(child)]} {why} "
+                                 f"(the other shards were stopped): {tail}")
         records: list[EvidenceRecord] = []
         for child in children:
             with open(child.out, encoding="utf-8") as f:

@@ -43,11 +43,12 @@ def _run_one(unit: Unit, ctx: SuiteContext, control_ctx: Callable[[], SuiteConte
 
 def run_units(units: Sequence[Unit], *, model_dir: Path, scale: ScaleSpec, vocab_size: int, seed: int,
               device: str, factory: EngineFactory, factory_spec: str, expected_core: str | None = None,
-              progress: ProgressCallback | None = None) -> list[UnitOutcome]:
+              progress: ProgressCallback | None = None, worker_timeout: float | None = None) -> list[UnitOutcome]:
     """Run ``units`` in order; a unit that raises becomes an ``error`` outcome, the run goes on.
 
     Cold references come from fresh worker processes started on first use; the negative control
-    gets its own perturbed engine and its own perturbed reference workers.
+    gets its own perturbed engine and its own perturbed reference workers. ``worker_timeout``
+    bounds a worker's silence (``worker_client.resolve_timeout``).
     """
     base = base_overrides(scale, device)
     pools: list[ReferencePool] = []
@@ -56,7 +57,7 @@ def run_units(units: Sequence[Unit], *, model_dir: Path, scale: ScaleSpec, vocab
     def context(perturbation: str | None) -> SuiteContext:
         if perturbation not in contexts:
             pool = ReferencePool(model_dir, base, factory=factory_spec, perturbation=perturbation,
-                                 expected_core=expected_core)
+                                 expected_core=expected_core, timeout=worker_timeout)
             pools.append(pool)
             contexts[perturbation] = SuiteContext(model_dir, scale, vocab_size, seed, device, factory, pool,
                                                   perturbation=perturbation, progress=progress,

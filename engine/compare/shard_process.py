@@ -1,8 +1,8 @@
 """One shard of a multi-device compare run (started by engine/compare/devices.py).
 
 Reads one JSON job line on stdin (model, suites, scale, shard, device, deployment, label,
-command, seed, factory, out), runs the shard without runtime checks, writes its records to
-``out`` as a bundle and reports progress as JSON lines on stdout. Exit code 0 once the bundle is
+command, seed, factory, worker_timeout, out), runs the shard without runtime checks, writes its
+records to ``out`` as a bundle and reports progress as JSON lines on stdout. Exit code 0 once the bundle is
 written. The parent keeps stdin open while it waits: when stdin ends before the shard does (the
 parent was killed, or gave up), the process exits at once with code 3 and writes nothing, so no
 shard outlives the run that started it.
@@ -47,7 +47,7 @@ def main() -> None:
     records = run_suites(job["model"], job["suites"], job["scale"], job["device"], job["shard"], progress,
                          deployment=deployment, factory=job["factory"] or DEFAULT_FACTORY, label=job["label"],
                          command=job["command"], seed=PROTOCOL_SEED if job["seed"] is None else job["seed"],
-                         runtime=False)
+                         runtime=False, worker_timeout=job.get("worker_timeout"))
     write_bundle(job["out"], records)
 
 

@@ -1,1 +1,1 @@
-"""Package data: the JSON Schema of bundle format v1 (``evidence-v1.json``); see ``evidence_db.validate``."""
+"""Package data: the JSON Schemas of bundle formats v2 (``evidence-v2.json``) and v1; see ``evidence_db.validate``."""

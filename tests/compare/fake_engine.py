@@ -9,7 +9,13 @@ rows are a pure function of the history, so it is deterministic unless a fault i
 * ``BITCASE_FAKE_WITNESS_OFF=<name>`` suppresses a witness (``chunking``, ``cache``, ``eviction``);
 * ``BITCASE_FAKE_PERTURBATION_OFF=1`` makes it ignore the perturbation;
 * perturbation ``"batch-keyed-linear"`` perturbs every row by an amount keyed on the batch size,
-  the number of prefill chunks and whether the row came from a decode step.
+  the number of prefill chunks and whether the row came from a decode step;
+* ``BITCASE_FAKE_PROCESS_FAULT="<refuse|die|hang>:<module>"`` makes opening an engine fail (raise),
+  end the process (exit code 7) or block forever, only in a process started as ``python -m
+  ...<module>`` (``reference_worker`` or ``shard_process``).
+
+Like the real engine it needs the checkpoint's ``config.json``, so a model path that does not
+reach a process is seen there.
 
 The variables are read when a handle opens, so a reference worker process sees the same setting.
 """
@@ -19,6 +25,8 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import sys
+import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -133,4 +141,22 @@ class FakeHandle:
 def open_fake(model_dir: Path, overrides: Mapping[str, Any], *, perturbation: str | None = None,
               expected_core: str | None = None) -> FakeHandle:
     """Engine factory for tests (``tests.compare.fake_engine:open_fake``); it has no D to check."""
+    _process_fault()
+    if not (Path(model_dir) / "config.json").is_file():
+        raise FileNotFoundError(f"{model_dir}: no config.json here (working directory {os.getcwd()})")
     return FakeHandle(model_dir, overrides, perturbation=perturbation)
+
+
+def _process_fault() -> None:
+    kind, _, module = os.environ.get("BITCASE_FAKE_PROCESS_FAULT", "").partition(":")
+    if not kind or Path(sys.argv[0]).stem != module:
+        return
+    print(f"fake engine: {kind} in {module}", file=sys.stderr, flush=True)
+    if kind == "refuse":
+        raise RuntimeError(f"the fake engine refuses to open in {module}")
+    if kind == "die":
+        os._exit(7)
+    if kind == "hang":
+        while True:
+            time.sleep(60)
+    raise ValueError(f"BITCASE_FAKE_PROCESS_FAULT kind {kind!r} is not refuse, die or hang")

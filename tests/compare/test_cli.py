@@ -34,7 +34,7 @@ def test_compare_writes_a_bundle_and_json_summary(tiny_model_dir, tmp_path):
     records = read_bundle(out)
     assert len(records) == summary["records"] == 4 + 3
     assert (summary["shard"], summary["device"], summary["gpus"]) == ("1/1", "cpu", 1)
-    assert all(r["schema"] == "bitcase.evidence/v1" for r in records)
+    assert all(r["schema"] == "bitcase.evidence/v2" for r in records)
 
 
 def test_check_config_table_and_deployment_file(tiny_model_dir, tmp_path):

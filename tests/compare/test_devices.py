@@ -61,11 +61,15 @@ def test_the_first_failing_shard_stops_the_others():
 
     from engine.compare.devices import _wait_all_or_first_failure
 
-    sleeper = SimpleNamespace(proc=subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]))
-    failing = SimpleNamespace(proc=subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(2)"]))
+    now = time.monotonic()
+    sleeper = SimpleNamespace(proc=subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]),
+                              last_heard=now + 3600)
+    failing = SimpleNamespace(proc=subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(2)"]),
+                              last_heard=now + 3600)
     started = time.monotonic()
-    assert _wait_all_or_first_failure([sleeper, failing]) is failing
+    assert _wait_all_or_first_failure([sleeper, failing], 60) == (failing, "exited with code 2")
     assert time.monotonic() - started < 60
     assert sleeper.proc.returncode is not None and sleeper.proc.returncode < 0  # killed, not finished
-    done = [SimpleNamespace(proc=subprocess.Popen([sys.executable, "-c", "pass"])) for _ in range(2)]
-    assert _wait_all_or_first_failure(done) is None
+    done = [SimpleNamespace(proc=subprocess.Popen([sys.executable, "-c", "pass"]), last_heard=now + 3600)
+            for _ in range(2)]
+    assert _wait_all_or_first_failure(done, 60) is None

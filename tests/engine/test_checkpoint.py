@@ -93,6 +93,20 @@ def test_unsupported_configs_are_named(tmp_path, tiny_dir, change, message):
         read_model_spec(directory)
 
 
+@pytest.mark.parametrize("field, text, shown", [
+    ("rope_theta", "NaN", "nan"), ("rms_norm_eps", "-Infinity", "-inf"), ("rope_theta", "1e999", "inf"),
+    ("rope_scaling", '{"rope_type": "llama3", "factor": NaN}', "nan"),
+])
+def test_a_non_finite_number_is_named_with_its_field(tmp_path, tiny_dir, field, text, shown):
+    directory = copy_of(tiny_dir, tmp_path)
+    config = json.loads((directory / "config.json").read_text())
+    config[field] = "@@"
+    (directory / "config.json").write_text(json.dumps(config).replace('"@@"', text))
+    name = "rope_scaling.factor" if field == "rope_scaling" else field
+    with pytest.raises(ModelConfigError, match=rf"config\.json: field '{name}' is {shown}, which is not a JSON number"):
+        read_model_spec(directory)
+
+
 def test_a_directory_without_a_checkpoint(tmp_path):
     with pytest.raises(ModelConfigError, match="does not exist"):
         read_model_spec(tmp_path / "nothing")

@@ -49,6 +49,21 @@ def test_model_info_of_a_missing_checkpoint(tmp_path):
     assert result.exit_code == 2 and "no config.json" in err(result)
 
 
+def test_a_nan_in_config_json_names_the_file_and_field(tmp_path, tiny_dir):
+    import shutil
+
+    shutil.copytree(tiny_dir, tmp_path / "m")
+    config = tmp_path / "m" / "config.json"
+    config.write_text(config.read_text().replace('"rope_theta": 10000.0', '"rope_theta": NaN'))
+    for args in (["model", "info", tmp_path / "m"],
+                 ["compare", "--model", tmp_path / "m", "--out", tmp_path / "x.jsonl"]):
+        result = invoke(*args)
+        assert result.exit_code == 2, result.output
+        assert f"{config}: field 'rope_theta' is nan, which is not a JSON number" in err(result)
+        assert "Traceback" not in result.output and "not JSON compliant" not in result.output
+    assert not (tmp_path / "x.jsonl").exists()
+
+
 def test_generate_prints_the_engines_tokens(tiny_dir):
     result = invoke("generate", "--model", tiny_dir, "--prompt-ids", "1,2,3", "--max-tokens", "4", "--ignore-eos",
                     *ENGINE_ARGS)

@@ -59,7 +59,7 @@ def test_optional_fields_take_their_defaults(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("changes", "field", "message", "hint"), [
     ({"categroy": "kernel_proof"}, "categroy", "is not a field", "did you mean `category`?"),
     ({"status": "passed"}, "status", "'pass'?", "use one of: pass, fail, error, inconclusive"),
-    ({"schema": "bitcase.evidence/v2"}, "schema", 'must be "bitcase.evidence/v1"', ""),
+    ({"schema": "bitcase.evidence/v3"}, "schema", 'must be "bitcase.evidence/v2"', ""),
     ({"id": ""}, "id", "is empty", ""),
     ({"obligation": "G\n1"}, "obligation", "malformed", "single-line"),
     ({"summary": 7}, "summary", "expected string, got integer 7", ""),
@@ -68,7 +68,7 @@ def test_optional_fields_take_their_defaults(tmp_path: Path) -> None:
     ({"subjects": [{"uri": "code:x", "sha256": "abc"}]}, "subjects[0].sha256", "malformed", "64 lowercase hex"),
     ({"subjects": {"uri": "x"}}, "subjects", "expected array, got object", ""),
     ({"details": []}, "details", "expected object", ""),
-    ({"details": {"x": {"y": 2**70}}}, "details.x.y", "out of range", "64 bits"),
+    ({"details": {"x": {"y": 2**53}}}, "details.x.y", "out of range", "2**53 - 1"),
     ({"producer": {"tool": "t"}}, "producer.version", "is missing", "add the field `version`"),
     ({"deployment": {"fields": {"gpu": "x"}, "digest": "sha256:" + "0" * 64}}, "deployment.digest",
      "does not match the fields", "digest_of"),

@@ -8,23 +8,36 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evidence_db.bundle import CATEGORIES
-from evidence_db.canonical import canonical_json, canonical_json_of_tree
+from evidence_db.canonical import canonical_json, canonical_json_of_tree, canonical_json_v1
 from evidence_db.chain import ContentHasher, content_digest_of_text, evidence_content_json
 from evidence_db.prepare import Preparer
 from tests.evidence_db.factories import OTHER_DEPLOYMENT, record
 
-json_trees = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**63 + 1, 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=12),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
-    max_leaves=25,
-)
+
+
+def _trees(max_abs_int: int) -> st.SearchStrategy[Any]:
+    return st.recursive(
+        st.none() | st.booleans() | st.integers(-max_abs_int, max_abs_int)
+        | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12),
+        lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
+        max_leaves=25,
+    )
+
+
+json_trees = _trees(2**53 - 1)  # schema v2: RFC 8785 numbers are doubles
+v1_json_trees = _trees(2**63 - 1)
 
 
 @settings(max_examples=200, deadline=None)
 @given(json_trees)
 def test_tree_encoder_equals_canonical_json(value: Any) -> None:
     assert canonical_json_of_tree(value) == canonical_json(value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(v1_json_trees)
+def test_v1_tree_encoder_equals_the_v1_rule(value: Any) -> None:
+    assert canonical_json_of_tree(value, 1) == canonical_json_v1(value)
 
 
 @settings(max_examples=100, deadline=None)
