@@ -68,7 +68,7 @@ def load_cached(cache_dir: Path | None, key: str, path: Path) -> Case | None:
                                      line=g["line"]) for g in c["generators"])
         return Case(id=c["id"], title=c["title"], top=NodeId(c["top"]), nodes=tuple(_node(n) for n in c["nodes"]),
                     generators=generators, document=c["document"], path=path, is_expanded=c["is_expanded"],
-                    plan_label=c["plan_label"])
+                    plan_label=c["plan_label"], deployment=c["deployment"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -79,7 +79,7 @@ def store_cached(cache_dir: Path | None, key: str, case: Case) -> None:
         return
     doc = {"schema": SCHEMA_ID, "key": key, "case": {
         "id": case.id, "title": case.title, "top": case.top, "document": case.document,
-        "is_expanded": case.is_expanded, "plan_label": case.plan_label,
+        "is_expanded": case.is_expanded, "plan_label": case.plan_label, "deployment": case.deployment,
         "nodes": [asdict(n) for n in case.nodes],
         "generators": [{"id": g.id, "parent": g.parent, "template": dict(g.template), "for_each": g.for_each,
                         "match": list(g.match), "exclude": list(g.exclude), "line": g.line} for g in case.generators],

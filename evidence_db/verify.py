@@ -1,34 +1,53 @@
 """Recomputing the hash chain to detect rows edited, deleted, inserted or reordered outside bitcase.
 
-Walks the chain in ``seq`` windows (bounded memory), recomputes every row's content digest
-from its stored columns (joined producer, deployment and subjects included) and every link,
-and compares the last link with the chain head. After a fault it resynchronises on the
-stored digests, so each damaged row is reported once rather than everything after it.
+:class:`ChainWalk` reads every chained row (evidence items with their subjects, reviews) in
+``seq`` windows (bounded memory), recomputes each row's content digest from its stored
+columns (joined producer and deployment included) and each link, and compares the last link
+with the chain head. After a fault it resynchronises on the stored digests, so each damaged
+row is reported once rather than everything after it. Rows the chain cannot cover (``seq``
+below 1 or beyond the head, two rows at one position) are named one by one: no reader may use
+them. :func:`verify_chain` only verifies; :mod:`evidence_db.verified_read` builds the views
+the status rules read from the same walk, so verifying costs no second read.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from typing import Any
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from itertools import groupby
+from operator import itemgetter
+from typing import Any, Iterator
 
-from sqlalchemy import String, Text, cast, func, select, type_coerce
+from sqlalchemy import LargeBinary, String, Text, cast, or_, select, type_coerce
 from sqlalchemy.orm import Session
 
 from evidence_db.canonical import canonical_json
-from evidence_db.chain import (GENESIS_DIGEST, KIND_EVIDENCE, KIND_REVIEW, chain_link, content_digest_of_text,
-                               deployment_json, evidence_content_json, producer_json, review_content,
+from evidence_db.chain import (GENESIS_DIGEST, KIND_EVIDENCE, KIND_REVIEW, ContentHasher, chain_link,
+                               content_digest_of_text, deployment_json, iso_utc, producer_json, review_content,
                                subjects_json)
 from evidence_db.engine import PG_LOCK_KEY
 from evidence_db.models import MAIN_CHAIN, ChainHead, Deployment, EvidenceItem, ProducerRun, Review, Subject
-from evidence_db.views import ChainFault, ChainReport
+from evidence_db.views import ChainFault, ChainReport, ReviewView
 
-__all__ = ["verify_chain", "WINDOW_ROWS", "MAX_FAULTS"]
+__all__ = ["verify_chain", "ChainWalk", "ChainWindow", "EvidenceRow", "WINDOW_ROWS", "MAX_FAULTS", "parse_moment",
+           "parse_day"]
 
 WINDOW_ROWS = 20_000
 MAX_FAULTS = 50
 
-# (kind, key, recomputed content digest, stored content digest, stored prev, stored chain)
-Entry = tuple[str, str, str, str, str, str]
+# One stored evidence row as read: (seq, record_id, category, obligation, status, summary, produced_at,
+# details text, producer id, deployment id, content digest, subjects as ((uri, sha256), ...)).
+EvidenceRow = tuple[int, str, str, str, str, str, str, str, Any, Any, str, tuple[tuple[str, str], ...]]
+# How one row checks out: (kind, key, fault reason or None, stored content digest, stored prev, stored chain).
+Entry = tuple[str, str, "str | None", str, str, str]
+
+
+@dataclass(slots=True)
+class ChainWindow:
+    """The rows of one window of chain positions, as stored (faulty rows included)."""
+
+    evidence: list[EvidenceRow] = field(default_factory=list)
+    reviews: list[ReviewView] = field(default_factory=list)
 
 
 def _raw_id(column: Any) -> Any:
@@ -36,103 +55,237 @@ def _raw_id(column: Any) -> Any:
     return type_coerce(column, String)
 
 
-def verify_chain(*, session: Session) -> ChainReport:
-    """Recompute the whole chain; the report lists faults in seq order (empty when intact).
+def parse_moment(value: Any) -> datetime:
+    """A stored timestamp (a datetime from PostgreSQL, text from SQLite); ``ValueError`` when unreadable."""
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a timestamp")
+    return datetime.fromisoformat(value)
 
-    Reads one consistent state: SQLite reads from one snapshot; on PostgreSQL verification
-    holds the write lock in shared mode, so appends wait until it is done.
+
+def parse_day(value: Any) -> date | None:
+    """A stored date or NULL; ``ValueError`` when unreadable."""
+    if value is None or (isinstance(value, date) and not isinstance(value, datetime)):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a date")
+    return date.fromisoformat(value)
+
+
+class ChainWalk:
+    """One verifying pass over the chain; iterate :meth:`windows`, then read :meth:`report`.
+
+    Reads one consistent state: SQLite reads from one snapshot; on PostgreSQL the walk holds the
+    write lock in shared mode, so appends wait until the session's transaction ends.
     """
-    conn = session.connection()
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock_shared({PG_LOCK_KEY})")
-    head = session.execute(select(ChainHead.seq, ChainHead.chain_digest)
-                           .where(ChainHead.name == MAIN_CHAIN)).one_or_none()
-    if head is None:
-        return ChainReport(0, 0, "", (ChainFault(0, "head", "", "the chain head row is missing"),))
-    last_seq = max(head.seq,
-                   session.scalar(select(func.coalesce(func.max(EvidenceItem.seq), 0))),
-                   session.scalar(select(func.coalesce(func.max(Review.seq), 0))))
-    producers = {pid: producer_json({"tool": t, "version": v, "command": c, "host": h, "accelerator": a,
-                                     "started_at": s, "finished_at": f})
-                 for pid, t, v, c, h, a, s, f in session.execute(
-                     select(_raw_id(ProducerRun.id), ProducerRun.tool, ProducerRun.version, ProducerRun.command,
-                            ProducerRun.host, ProducerRun.accelerator, ProducerRun.started_at,
-                            ProducerRun.finished_at))}
-    deployments = {did: deployment_json(canonical_json(fields), digest) for did, digest, fields in
-                   session.execute(select(_raw_id(Deployment.id), Deployment.digest, Deployment.fields))}
-    faults: list[ChainFault] = []
-    prev = GENESIS_DIGEST
-    num_rows = 0
-    for lo in range(1, last_seq + 1, WINDOW_ROWS):
-        hi = min(lo + WINDOW_ROWS, last_seq + 1)
-        evidence = _evidence_window(session, lo, hi, producers, deployments)
-        reviews = _review_window(session, lo, hi)
-        for seq in range(lo, hi):
-            found = [e for e in (evidence.get(seq), reviews.get(seq)) if e is not None]
-            if not found:
-                faults.append(ChainFault(seq, "missing", "", "no row at this chain position: a row was deleted "
-                                         "or renumbered"))
-                continue
-            num_rows += len(found)
-            kind, key, recomputed, stored_content, stored_prev, stored_chain = found[0]
-            reason = None
-            if len(found) > 1:
-                reason = "an evidence item and a review share this chain position"
-            elif recomputed != stored_content:
-                reason = f"content was edited: it hashes to {recomputed}, the row says {stored_content}"
-            elif stored_prev != prev:
-                reason = ("link to the previous row is broken: a row before it was deleted, inserted or "
-                          "reordered, or its digest edited")
-            elif chain_link(stored_prev, seq, kind, recomputed) != stored_chain:
-                reason = "its chain digest was altered (or the row moved to another position)"
-            if reason is not None:
-                faults.append(ChainFault(seq, kind, key, reason))
-            prev = stored_chain
-        if len(faults) >= MAX_FAULTS:
-            break
-    if not faults and (head.seq != last_seq or head.chain_digest != prev):
-        reason = ("rows after the chain head were added outside bitcase" if last_seq > head.seq
-                  else "the chain head does not match the last row")
-        faults.append(ChainFault(min(head.seq + 1, last_seq), "head", "", reason))
-    return ChainReport(num_rows=num_rows, head_seq=head.seq, head_digest=head.chain_digest,
-                       faults=tuple(faults[:MAX_FAULTS]))
 
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        conn = session.connection()
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock_shared({PG_LOCK_KEY})")
+        self._faults: list[ChainFault] = []
+        self._in_chain_faults = False  # a fault at a position 1..head (after one, the head check is noise)
+        self._num_rows = 0
+        self._prev = GENESIS_DIGEST
+        head = session.execute(select(ChainHead.seq, ChainHead.chain_digest)
+                               .where(ChainHead.name == MAIN_CHAIN)).one_or_none()
+        if head is None:
+            self._head: tuple[int, str] | None = None
+            self._faults.append(ChainFault(0, "head", "", "the chain head row is missing"))
+            return
+        self._head = (head.seq, head.chain_digest)
+        # A blob in `details` (SQLite only) is read as bytes so one undecodable row can be named.
+        self._details = (cast(EvidenceItem.details, LargeBinary) if conn.dialect.name == "sqlite"
+                         else cast(EvidenceItem.details, Text))
+        self.producers: dict[Any, tuple[str, str, str]] = {}  # id -> (canonical JSON, tool, version)
+        for pid, t, v, c, h, a, s, f in conn.execute(
+                select(_raw_id(ProducerRun.id), ProducerRun.tool, ProducerRun.version, ProducerRun.command,
+                       ProducerRun.host, ProducerRun.accelerator, ProducerRun.started_at, ProducerRun.finished_at)):
+            self.producers[pid] = (producer_json({"tool": t, "version": v, "command": c, "host": h, "accelerator": a,
+                                                  "started_at": s, "finished_at": f}), t, v)
+        self.deployments: dict[Any, tuple[str, str]] = {}  # id -> (canonical JSON, digest)
+        for did, digest, fields in conn.execute(select(_raw_id(Deployment.id), Deployment.digest, Deployment.fields)):
+            self.deployments[did] = (deployment_json(canonical_json(fields), digest), digest)
+        self._stray_rows(head.seq)
 
-def _evidence_window(session: Session, lo: int, hi: int, producers: dict[Any, str],
-                     deployments: dict[Any, str]) -> dict[int, Entry]:
-    in_window = (EvidenceItem.seq >= lo) & (EvidenceItem.seq < hi)
-    subjects: dict[int, list[tuple[str, str]]] = defaultdict(list)
-    conn = session.connection()  # Core execution: no ORM row processing for 100,000s of plain rows
-    for seq, uri, sha in conn.execute(
+    def _stray_rows(self, head_seq: int) -> None:
+        """Name every row whose seq the chain cannot cover: below 1 or beyond the head."""
+        outside = ("the chain covers seq 1 to {0} and no bitcase write puts a row elsewhere, so it was inserted or "
+                   "renumbered outside bitcase")
+        for table, key, kind in ((EvidenceItem, EvidenceItem.record_id, KIND_EVIDENCE),
+                                 (Review, Review.target, KIND_REVIEW)):
+            rows = self._session.connection().execute(
+                select(table.seq, key).where(or_(table.seq < 1, table.seq > head_seq)).order_by(table.seq))
+            for seq, name in rows:
+                where = "beyond the chain head" if seq > head_seq else "before the chain's first position"
+                self._faults.append(ChainFault(seq, kind, name, f"stray row {where}: "
+                                               + outside.format(head_seq)))
+
+    def windows(self) -> Iterator[ChainWindow]:
+        """The chain's windows in seq order, verifying as they are read (stops after MAX_FAULTS)."""
+        if self._head is None:
+            return
+        head_seq = self._head[0]
+        for lo in range(1, head_seq + 1, WINDOW_ROWS):
+            hi = min(lo + WINDOW_ROWS, head_seq + 1)
+            window = ChainWindow()
+            reviews = self._review_window(lo, hi, window)
+            self._evidence_window(lo, hi, window, reviews)
+            yield window
+            if len(self._faults) >= MAX_FAULTS:
+                return
+
+    def report(self) -> ChainReport:
+        """What the walk found (call after :meth:`windows` is exhausted); faults in seq order."""
+        if self._head is None:
+            return ChainReport(0, 0, "", tuple(self._faults))
+        head_seq, head_digest = self._head
+        faults = self._faults
+        if not self._in_chain_faults and head_digest != self._prev:
+            faults.append(ChainFault(head_seq, "head", "", "the chain head does not match the last row"))
+        ordered = sorted(faults, key=lambda f: f.seq)  # stable: a row's own fault before the head's
+        return ChainReport(num_rows=self._num_rows, head_seq=head_seq, head_digest=head_digest,
+                           faults=tuple(ordered[:MAX_FAULTS]))
+
+    def _position(self, seq: int, found: list[Entry] | None) -> None:
+        """Check the row(s) at one chain position (the general path: reviews, gaps, shared positions)."""
+        if not found:
+            self._fault(ChainFault(seq, "missing", "", "no row at this chain position: a row was deleted or renumbered"))
+            return
+        self._num_rows += len(found)
+        kind, key, problem, stored_content, stored_prev, stored_chain = found[0]
+        reason = problem
+        if len(found) > 1:
+            reason = (f"{len(found)} rows share this chain position "
+                      f"({', '.join(f'{k} {n!r}' for k, n, *_ in found)}): all but one were inserted outside bitcase")
+        elif reason is None and stored_prev != self._prev:
+            reason = ("link to the previous row is broken: a row before it was deleted, inserted or "
+                      "reordered, or its digest edited")
+        elif reason is None and chain_link(stored_prev, seq, kind, stored_content) != stored_chain:
+            reason = "its chain digest was altered (or the row moved to another position)"
+        if reason is not None:
+            self._fault(ChainFault(seq, kind, key, reason))
+        self._prev = stored_chain
+
+    def _fault(self, fault: ChainFault) -> None:
+        self._faults.append(fault)
+        self._in_chain_faults = True
+
+    def _subjects(self, lo: int, hi: int) -> dict[int, tuple[tuple[str, str], ...]]:
+        """Each item's subjects as ``((uri, sha256), ...)`` in record order; equal lists share one tuple."""
+        grouped: dict[int, tuple[tuple[str, str], ...]] = {}
+        shared: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
+        rows = self._session.connection().execute(
             select(Subject.evidence_seq, Subject.uri, Subject.sha256)
             .where((Subject.evidence_seq >= lo) & (Subject.evidence_seq < hi))
-            .order_by(Subject.evidence_seq, Subject.position)):
-        subjects[seq].append((uri, sha))
-    rows = conn.execute(
-        select(EvidenceItem.seq, EvidenceItem.record_id, EvidenceItem.schema_id,
-               EvidenceItem.category, EvidenceItem.obligation, EvidenceItem.status, EvidenceItem.summary,
-               EvidenceItem.produced_at, cast(EvidenceItem.details, Text), _raw_id(EvidenceItem.producer_id),
-               _raw_id(EvidenceItem.deployment_id), EvidenceItem.content_digest, EvidenceItem.prev_chain_digest,
-               EvidenceItem.chain_digest).where(in_window))
-    window: dict[int, Entry] = {}
-    for (seq, record_id, schema_id, category, obligation, status, summary, produced_at, details,
-         producer_id, deployment_id, content, prev, chain) in rows:
-        text = evidence_content_json(
-            schema_id=schema_id, record_id=record_id, category=category, obligation=obligation, status=status,
-            summary=summary, produced_at=produced_at, producer=producers.get(producer_id, "null"),
-            deployment=deployments.get(deployment_id, "null"), subjects=subjects_json(subjects.get(seq, ())),
-            details=details)
-        window[seq] = (KIND_EVIDENCE, record_id, content_digest_of_text(text), content, prev, chain)
-    return window
+            .order_by(Subject.evidence_seq, Subject.position)).all()
+        for seq, group in groupby(rows, key=itemgetter(0)):
+            key = tuple((uri, sha) for _, uri, sha in group)
+            grouped[seq] = shared.setdefault(key, key)  # items mostly name the same subjects
+        return grouped
+
+    def _evidence_window(self, lo: int, hi: int, window: ChainWindow, reviews: dict[int, list[Entry]]) -> None:
+        subjects_of = self._subjects(lo, hi)
+        texts: dict[tuple[tuple[str, str], ...], str] = {}
+        rows = self._session.connection().execute(  # Core: plain tuples, no ORM rows, for 100,000s of rows
+            select(EvidenceItem.seq, EvidenceItem.record_id, EvidenceItem.schema_id, EvidenceItem.category,
+                   EvidenceItem.obligation, EvidenceItem.status, EvidenceItem.summary, EvidenceItem.produced_at,
+                   self._details, _raw_id(EvidenceItem.producer_id), _raw_id(EvidenceItem.deployment_id),
+                   EvidenceItem.content_digest, EvidenceItem.prev_chain_digest, EvidenceItem.chain_digest)
+            .where((EvidenceItem.seq >= lo) & (EvidenceItem.seq < hi)).order_by(EvidenceItem.seq)).all()
+        hasher, link = ContentHasher(), chain_link
+        producers, deployments = self.producers, self.deployments
+        keep = window.evidence.append
+        expected = lo  # the next chain position not yet checked
+        for (seq, record_id, schema_id, category, obligation, status, summary, produced_at, details, producer_id,
+             deployment_id, content, prev, chain) in rows:
+            while expected < seq:
+                self._position(expected, reviews.pop(expected, None))
+                expected += 1
+            subjects = subjects_of.get(seq, ())
+            subjects_text = texts.get(subjects)
+            if subjects_text is None:
+                subjects_text = texts[subjects] = subjects_json(subjects)
+            problem = None
+            if type(details) is bytes:
+                try:
+                    details = details.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    problem = _unreadable("details", f"stored as bytes that are not UTF-8 text (byte {exc.start})")
+            if problem is None:
+                producer, deployment = producers.get(producer_id), deployments.get(deployment_id)
+                problem = _edited(hasher.digest(
+                    schema_id=schema_id, record_id=record_id, category=category, obligation=obligation,
+                    status=status, summary=summary, produced_at=produced_at,
+                    producer=producer[0] if producer else "null", deployment=deployment[0] if deployment else "null",
+                    subjects=subjects_text, details=details if details is not None else "null"), content)
+                keep((seq, record_id, category, obligation, status, summary, produced_at, details, producer_id,
+                      deployment_id, content, subjects))
+            entry = (KIND_EVIDENCE, record_id, problem, content, prev, chain)
+            if seq < expected:  # a second evidence row at one position: only with the primary key dropped
+                self._num_rows += 1
+                self._fault(ChainFault(seq, KIND_EVIDENCE, record_id, "another evidence row holds this chain "
+                                       "position too: all but one were inserted outside bitcase"))
+                continue
+            shared = reviews.pop(seq, None)
+            if shared is not None or problem is not None or prev != self._prev or link(
+                    prev, seq, KIND_EVIDENCE, content) != chain:
+                self._position(seq, (shared or []) + [entry])  # the general path names what is wrong
+            else:
+                self._num_rows += 1
+                self._prev = chain
+            expected = seq + 1
+        while expected < hi:
+            self._position(expected, reviews.pop(expected, None))
+            expected += 1
+
+    def _review_window(self, lo: int, hi: int, window: ChainWindow) -> dict[int, list[Entry]]:
+        rows = self._session.connection().execute(
+            select(Review.seq, Review.target, Review.target_digest, Review.decision, Review.reviewer, Review.rationale,
+                   type_coerce(Review.expires, String), type_coerce(Review.created_at, String), Review.content_digest,
+                   Review.prev_chain_digest, Review.chain_digest)
+            .where((Review.seq >= lo) & (Review.seq < hi))).all()
+        found: dict[int, list[Entry]] = {}
+        for seq, target, target_digest, decision, reviewer, rationale, expires, created, content, prev, chain in rows:
+            try:
+                created_at = parse_moment(created)
+            except ValueError:
+                found.setdefault(seq, []).append((KIND_REVIEW, target, _unreadable(
+                    "created_at", f"{created!r} is not a timestamp"), content, prev, chain))
+                continue
+            try:
+                expires_on = parse_day(expires)
+            except ValueError:
+                found.setdefault(seq, []).append((KIND_REVIEW, target, _unreadable(
+                    "expires", f"{expires!r} is not a date"), content, prev, chain))
+                continue
+            text = canonical_json(review_content(target=target, target_digest=target_digest, decision=decision,
+                                                 reviewer=reviewer, rationale=rationale, expires=expires_on,
+                                                 created_at=created_at))
+            digest = content_digest_of_text(text)
+            found.setdefault(seq, []).append((KIND_REVIEW, target, _edited(digest, content), content, prev, chain))
+            window.reviews.append(ReviewView(target=target, target_digest=target_digest, decision=decision,
+                                             reviewer=reviewer, rationale=rationale, created_at=iso_utc(created_at),
+                                             expires=expires_on, seq=seq))
+        return found
 
 
-def _review_window(session: Session, lo: int, hi: int) -> dict[int, Entry]:
-    rows = session.execute(select(Review).where((Review.seq >= lo) & (Review.seq < hi))).scalars()
-    window: dict[int, Entry] = {}
-    for r in rows:
-        content = review_content(target=r.target, target_digest=r.target_digest, decision=r.decision,
-                                 reviewer=r.reviewer, rationale=r.rationale, expires=r.expires,
-                                 created_at=r.created_at)
-        window[r.seq] = (KIND_REVIEW, r.target, content_digest_of_text(canonical_json(content)),
-                         r.content_digest, r.prev_chain_digest, r.chain_digest)
-    return window
+def _unreadable(column: str, what: str) -> str:
+    """The fault reason for a column no bitcase write could have stored."""
+    return f"column {column} is unreadable, {what}: it was written outside bitcase"
+
+
+def _edited(recomputed: str, stored: str) -> str | None:
+    """The fault reason when a row's content no longer hashes to its stored digest, else None."""
+    return None if recomputed == stored else f"content was edited: it hashes to {recomputed}, the row says {stored}"
+
+
+def verify_chain(*, session: Session) -> ChainReport:
+    """Recompute the whole chain; the report lists faults in seq order (empty when intact)."""
+    walk = ChainWalk(session)
+    for _window in walk.windows():
+        pass
+    return walk.report()
+

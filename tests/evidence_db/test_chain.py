@@ -84,7 +84,7 @@ TAMPERING = {
     "review deleted": ((6, "missing", "", "deleted"), ["DELETE FROM reviews"]),
     "review decision flipped": ((6, "review", "T_triton", "content was edited"),
                                 ["UPDATE reviews SET decision = 'reject'"]),
-    "head rewound": ((8, "head", "", "added outside bitcase"), ["UPDATE chain_heads SET seq = 7"]),
+    "head rewound": ((7, "head", "", "does not match the last row"), ["UPDATE chain_heads SET seq = 7"]),
     "head edited": ((8, "head", "", "does not match the last row"), [f"UPDATE chain_heads SET chain_digest = {OTHER}"]),
 }
 
