@@ -27,9 +27,10 @@ from sqlalchemy.orm import Session
 
 from evidence_db.chain import iso_utc
 from evidence_db.verify import ChainWalk
-from evidence_db.views import ChainReport, DetailsFilter, EvidenceView, ReviewView, SubjectView
+from evidence_db.errors import StoreDamaged
+from evidence_db.views import ChainReport, DetailsFilter, EvidenceView, ReviewView
 
-__all__ = ["VerifiedStore", "read_verified"]
+__all__ = ["VerifiedStore", "read_verified", "chain_summary"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +55,35 @@ class VerifiedStore:
                 "num_faults": len(self.chain.faults)}
 
 
+def chain_summary(chain: dict[str, Any]) -> str:
+    """One line on the chain check, for stderr and the report."""
+    if chain["intact"]:
+        return (f"hash chain intact: {chain['rows']} rows, head seq {chain['head']['seq']} {chain['head']['digest']} "
+                f"(verified {chain['verified_at']} in {chain['seconds']:.2f} s)")
+    first = chain["first_bad"]
+    label = f"{first['kind']} {first['key']!r}" if first["key"] else first["kind"]
+    return (f"hash chain BROKEN: first bad row seq {first['seq']} ({label}): {first['reason']} "
+            f"[{chain['num_faults']} fault(s); `bitcase audit verify` lists them]")
+
+
 def _wants_details(with_details: bool | DetailsFilter) -> Any:
     """A predicate ``(status, details text) -> bool`` saying whose details to decode."""
     if isinstance(with_details, bool):
         return lambda _status, _text: with_details
     statuses, needles = with_details.statuses, tuple(f'"{key}"' for key in with_details.keys)
     return lambda status, text: status in statuses or any(n in text for n in needles)
+
+
+def _details(loads: Any, text: str, row: Any) -> dict[str, Any]:
+    try:
+        value = loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise StoreDamaged(f"evidence item {row[1]!r} (chain seq {row[0]}): its stored details are not a JSON "
+                           "object, which no bitcase ingest writes",
+                           hint="run `bitcase audit verify` and restore the store from a backup")
+    return value
 
 
 def read_verified(*, session: Session, deployment_digest: str | None = None,
@@ -77,26 +101,22 @@ def read_verified(*, session: Session, deployment_digest: str | None = None,
     evidence: list[EvidenceView] = []
     reviews: list[ReviewView] = []
     elsewhere: Counter[str] = Counter()
-    shared: dict[tuple[tuple[str, str], ...], tuple[SubjectView, ...]] = {(): ()}
     producers, deployments = walk.producers, walk.deployments
     loads = json.loads
     for window in walk.windows():
         reviews.extend(window.reviews)
         add = evidence.append
-        for (seq, record_id, category, obligation, status, summary, produced_at, details, producer_id,
-             deployment_id, content, subjects) in window.evidence:
-            deployment = deployments.get(deployment_id)
+        for row, details, subjects in window.evidence:
+            deployment = deployments.get(row[9])
             digest = deployment[1] if deployment else ""
             if deployment_digest is not None and digest != deployment_digest:
-                elsewhere[obligation] += 1
+                elsewhere[row[3]] += 1
                 continue
-            views = shared.get(subjects)
-            if views is None:
-                views = shared[subjects] = tuple(SubjectView(uri=u, sha256=s) for u, s in subjects)
-            producer = producers.get(producer_id)
-            add(EvidenceView(record_id, category, obligation, status, summary, digest, produced_at, content,
-                             producer[1] if producer else "", producer[2] if producer else "", views,
-                             loads(details) if details and wants(status, details) else {}, seq))
+            producer = producers.get(row[8])
+            status = row[4]
+            add(EvidenceView(row[1], row[2], row[3], status, row[5], digest, row[6], row[10],
+                             producer[1] if producer else "", producer[2] if producer else "", subjects[2],
+                             _details(loads, details, row) if details and wants(status, details) else {}, row[0]))
     report = walk.report()
     return VerifiedStore(chain=report, verified_at=iso_utc(moment), seconds=perf_counter() - started,
                          evidence=evidence, elsewhere=dict(elsewhere), reviews=reviews)

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from itertools import groupby
-from operator import itemgetter
 from typing import Any, Iterator
 
 from sqlalchemy import LargeBinary, String, Text, cast, or_, select, type_coerce
@@ -27,17 +25,20 @@ from evidence_db.chain import (GENESIS_DIGEST, KIND_EVIDENCE, KIND_REVIEW, Conte
                                subjects_json)
 from evidence_db.engine import PG_LOCK_KEY
 from evidence_db.models import MAIN_CHAIN, ChainHead, Deployment, EvidenceItem, ProducerRun, Review, Subject
-from evidence_db.views import ChainFault, ChainReport, ReviewView
+from evidence_db.views import ChainFault, ChainReport, ReviewView, SubjectView
 
-__all__ = ["verify_chain", "ChainWalk", "ChainWindow", "EvidenceRow", "WINDOW_ROWS", "MAX_FAULTS", "parse_moment",
+__all__ = ["verify_chain", "ChainWalk", "ChainWindow", "EvidenceRow", "Subjects", "WINDOW_ROWS", "MAX_FAULTS", "parse_moment",
            "parse_day"]
 
 WINDOW_ROWS = 20_000
 MAX_FAULTS = 50
 
-# One stored evidence row as read: (seq, record_id, category, obligation, status, summary, produced_at,
-# details text, producer id, deployment id, content digest, subjects as ((uri, sha256), ...)).
-EvidenceRow = tuple[int, str, str, str, str, str, str, str, Any, Any, str, tuple[tuple[str, str], ...]]
+# An item's subjects: ((uri, sha256), ...) in record order, their canonical JSON, and their views.
+Subjects = tuple[tuple[tuple[str, str], ...], str, tuple[SubjectView, ...]]
+# One stored evidence row as read: the row (seq, record_id, category, obligation, status, summary,
+# produced_at, details as stored, producer id, deployment id, content digest, ...), its details
+# text and its subjects.
+EvidenceRow = tuple[Any, str, Subjects]
 # How one row checks out: (kind, key, fault reason or None, stored content digest, stored prev, stored chain).
 Entry = tuple[str, str, "str | None", str, str, str]
 
@@ -173,41 +174,49 @@ class ChainWalk:
         self._faults.append(fault)
         self._in_chain_faults = True
 
-    def _subjects(self, lo: int, hi: int) -> dict[int, tuple[tuple[str, str], ...]]:
-        """Each item's subjects as ``((uri, sha256), ...)`` in record order; equal lists share one tuple."""
-        grouped: dict[int, tuple[tuple[str, str], ...]] = {}
-        shared: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
+    def _subjects(self, lo: int, hi: int) -> dict[int, Subjects]:
+        """Each item's subjects in record order, as :data:`Subjects`; equal lists share one value."""
+        grouped: dict[int, Subjects] = {}
+        shared: dict[tuple[tuple[str, str], ...], Subjects] = {}
         rows = self._session.connection().execute(
             select(Subject.evidence_seq, Subject.uri, Subject.sha256)
             .where((Subject.evidence_seq >= lo) & (Subject.evidence_seq < hi))
             .order_by(Subject.evidence_seq, Subject.position)).all()
-        for seq, group in groupby(rows, key=itemgetter(0)):
-            key = tuple((uri, sha) for _, uri, sha in group)
-            grouped[seq] = shared.setdefault(key, key)  # items mostly name the same subjects
+        held: list[tuple[str, str]] = []
+        last = None
+        for seq, uri, sha in rows:
+            if seq != last:
+                if held:
+                    key = tuple(held)
+                    grouped[last] = shared.get(key) or shared.setdefault(key, _subjects_value(key))
+                held, last = [], seq
+            held.append((uri, sha))
+        if held:
+            key = tuple(held)
+            grouped[last] = shared.get(key) or shared.setdefault(key, _subjects_value(key))
         return grouped
 
     def _evidence_window(self, lo: int, hi: int, window: ChainWindow, reviews: dict[int, list[Entry]]) -> None:
         subjects_of = self._subjects(lo, hi)
-        texts: dict[tuple[tuple[str, str], ...], str] = {}
         rows = self._session.connection().execute(  # Core: plain tuples, no ORM rows, for 100,000s of rows
-            select(EvidenceItem.seq, EvidenceItem.record_id, EvidenceItem.schema_id, EvidenceItem.category,
-                   EvidenceItem.obligation, EvidenceItem.status, EvidenceItem.summary, EvidenceItem.produced_at,
-                   self._details, _raw_id(EvidenceItem.producer_id), _raw_id(EvidenceItem.deployment_id),
-                   EvidenceItem.content_digest, EvidenceItem.prev_chain_digest, EvidenceItem.chain_digest)
+            select(EvidenceItem.seq, EvidenceItem.record_id, EvidenceItem.category, EvidenceItem.obligation,
+                   EvidenceItem.status, EvidenceItem.summary, EvidenceItem.produced_at, self._details,
+                   _raw_id(EvidenceItem.producer_id), _raw_id(EvidenceItem.deployment_id),
+                   EvidenceItem.content_digest, EvidenceItem.schema_id, EvidenceItem.prev_chain_digest,
+                   EvidenceItem.chain_digest)
             .where((EvidenceItem.seq >= lo) & (EvidenceItem.seq < hi)).order_by(EvidenceItem.seq)).all()
         hasher, link = ContentHasher(), chain_link
         producers, deployments = self.producers, self.deployments
         keep = window.evidence.append
+        no_subjects = _subjects_value(())
         expected = lo  # the next chain position not yet checked
-        for (seq, record_id, schema_id, category, obligation, status, summary, produced_at, details, producer_id,
-             deployment_id, content, prev, chain) in rows:
+        for row in rows:
+            (seq, record_id, category, obligation, status, summary, produced_at, details, producer_id,
+             deployment_id, content, schema_id, prev, chain) = row
             while expected < seq:
                 self._position(expected, reviews.pop(expected, None))
                 expected += 1
-            subjects = subjects_of.get(seq, ())
-            subjects_text = texts.get(subjects)
-            if subjects_text is None:
-                subjects_text = texts[subjects] = subjects_json(subjects)
+            subjects = subjects_of.get(seq, no_subjects)
             problem = None
             if type(details) is bytes:
                 try:
@@ -220,9 +229,8 @@ class ChainWalk:
                     schema_id=schema_id, record_id=record_id, category=category, obligation=obligation,
                     status=status, summary=summary, produced_at=produced_at,
                     producer=producer[0] if producer else "null", deployment=deployment[0] if deployment else "null",
-                    subjects=subjects_text, details=details if details is not None else "null"), content)
-                keep((seq, record_id, category, obligation, status, summary, produced_at, details, producer_id,
-                      deployment_id, content, subjects))
+                    subjects=subjects[1], details=details if details is not None else "null"), content)
+                keep((row, details, subjects))
             entry = (KIND_EVIDENCE, record_id, problem, content, prev, chain)
             if seq < expected:  # a second evidence row at one position: only with the primary key dropped
                 self._num_rows += 1
@@ -270,6 +278,10 @@ class ChainWalk:
                                              reviewer=reviewer, rationale=rationale, created_at=iso_utc(created_at),
                                              expires=expires_on, seq=seq))
         return found
+
+
+def _subjects_value(pairs: tuple[tuple[str, str], ...]) -> Subjects:
+    return pairs, subjects_json(pairs), tuple(SubjectView(uri=uri, sha256=sha) for uri, sha in pairs)
 
 
 def _unreadable(column: str, what: str) -> str:

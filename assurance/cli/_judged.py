@@ -17,18 +17,7 @@ from rich.markup import escape
 from assurance.cli._case_options import emit_json, resolve_case_path, user_errors
 from assurance.cli._common import EXIT_FINDINGS, err_console
 
-__all__ = ["judged", "judged_json", "chain_summary"]
-
-
-def chain_summary(chain: dict[str, Any]) -> str:
-    """One line on the chain check, for stderr and the report."""
-    if chain["intact"]:
-        return (f"hash chain intact: {chain['rows']} rows, head seq {chain['head']['seq']} {chain['head']['digest']} "
-                f"(verified {chain['verified_at']} in {chain['seconds']:.2f} s)")
-    first = chain["first_bad"]
-    label = f"{first['kind']} {first['key']!r}" if first["key"] else first["kind"]
-    return (f"hash chain BROKEN: first bad row seq {first['seq']} ({label}): {first['reason']} "
-            f"[{chain['num_faults']} fault(s); `bitcase audit verify` lists them]")
+__all__ = ["judged", "judged_json"]
 
 
 def judged_json(result: Any) -> dict[str, Any]:
@@ -50,6 +39,8 @@ def judged(case: Path | None, config: str | None, plan: str | None, db: str | No
         result = assess(db=db, case_path=path, home=home, config=config, plan=plan, cache_dir=home / "cache")
     err_console.print(f"case {path} · D {result.deployment.digest} ({result.deployment.source})",
                       highlight=False, soft_wrap=True, markup=False)
+    from evidence_db.verified_read import chain_summary
+
     provenance = judged_json(result)
     summary = chain_summary(provenance["chain"])
     if result.evaluation is None:
