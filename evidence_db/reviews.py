@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from datetime import date, datetime, timezone
 
-from sqlalchemy import insert, select
+from sqlalchemy import String, insert, select, type_coerce
 from sqlalchemy.orm import Session
 
 from evidence_db.appender import ChainAppender
 from evidence_db.canonical import canonical_json
 from evidence_db.chain import KIND_REVIEW, content_digest_of_text, iso_utc, review_content
-from evidence_db.errors import BundleError
+from evidence_db.coverage import in_chain
+from evidence_db.errors import BundleError, StoreDamaged
 from evidence_db.models import DECISIONS, Review, utc_now_datetime
+from evidence_db.verify import parse_day, parse_moment
 from evidence_db.views import ReviewView
 
 __all__ = ["add_review", "list_reviews"]
@@ -65,10 +67,22 @@ def add_review(*, session: Session, target: str, target_digest: str, decision: s
 
 
 def list_reviews(*, session: Session) -> list[ReviewView]:
-    """Every review in the order it was recorded (chain order)."""
+    """Every review the chain covers, in the order it was recorded (chain order).
+
+    A row whose dates no bitcase write could have stored raises :class:`StoreDamaged` naming it.
+    """
     rows = session.execute(select(Review.target, Review.target_digest, Review.decision, Review.reviewer,
-                                  Review.rationale, Review.created_at, Review.expires, Review.seq)
-                           .order_by(Review.seq))
-    return [ReviewView(target=r.target, target_digest=r.target_digest, decision=r.decision, reviewer=r.reviewer,
-                       rationale=r.rationale, created_at=iso_utc(r.created_at), expires=r.expires, seq=r.seq)
-            for r in rows]
+                                  Review.rationale, type_coerce(Review.created_at, String),
+                                  type_coerce(Review.expires, String), Review.seq)
+                           .where(in_chain(Review.seq)).order_by(Review.seq))
+    views = []
+    for target, target_digest, decision, reviewer, rationale, created, expires, seq in rows:
+        try:
+            created_at, expires_on = parse_moment(created), parse_day(expires)
+        except ValueError:
+            raise StoreDamaged(f"review of {target!r} (chain seq {seq}): created_at {created!r} or expires "
+                               f"{expires!r} is not a date, which no bitcase review writes",
+                               hint="run `bitcase audit verify` and restore the store from a backup") from None
+        views.append(ReviewView(target=target, target_digest=target_digest, decision=decision, reviewer=reviewer,
+                                rationale=rationale, created_at=iso_utc(created_at), expires=expires_on, seq=seq))
+    return views

@@ -15,7 +15,7 @@ from evidence_db.errors import SchemaNotCurrent
 
 __all__ = ["HEAD_REVISION", "current_revision", "require_current_schema"]
 
-HEAD_REVISION = "0001"  # the newest file in evidence_db/migrations/versions; tested
+HEAD_REVISION = "0002"  # the newest file in evidence_db/migrations/versions; tested
 
 
 def current_revision(engine: Engine, url: str) -> str | None:
