@@ -114,7 +114,13 @@ def test_check_gates_on_reviews_and_failures(store, case_file):
     result = invoke("check", "--db", store, "--case", case_file)
     assert result.exit_code == 1 and result.stdout.splitlines() == [
         "trusted.compiler\ttrusted-unreviewed\ttrusted item review is unreviewed"]
-    assert invoke("check", "--db", store, "--case", case_file, "--accept-unreviewed").exit_code == 0
+    waiving = invoke("check", "--db", store, "--case", case_file, "--accept-unreviewed", "--json")
+    assert waiving.exit_code == 0, waiving.output
+    assert json.loads(waiving.stdout)["waived"] == [
+        {"goal": "G.top", "node": "trusted.compiler", "status": "trusted-unreviewed",
+         "message": "trusted item review is unreviewed"}]
+    assert "waived by --accept-unreviewed: trusted.compiler" in invoke(
+        "check", "--db", store, "--case", case_file, "--accept-unreviewed").stderr
     ingest(store, [record("batch-2", "suite.batch", "test_result", "fail", details={"first_mismatch": 17})])
     failed = invoke("check", "--db", store, "--case", case_file, "--accept-unreviewed", "--json")
     doc = json.loads(failed.stdout)
