@@ -149,3 +149,24 @@ def test_unrelated_evidence_under_another_d_does_not_flip_a_pinned_gate(store_ur
     by_project = invoke("check", "--db", store_url, "--case", unpinned)
     assert by_project.exit_code == 0 and f"pinned by the project file {project}" in by_project.stderr
 
+
+
+def test_edited_fields_of_a_d_without_evidence_are_refused(store_url: str, case_path: Path) -> None:
+    """No chained row hashes an unused D's fields, but its `when` conditions would still steer the case."""
+    from evidence_db.session import open_session
+    from evidence_db.store import ingest_records
+    from tests.evidence_db.attacks import GPU, record
+
+    build_store(store_url, case_path)
+    with open_session(store_url, write=True) as session:
+        ingest_records(session=session, records=[record("gpu-proof", "kernel.mm.contract", deployment=GPU)])
+    with raw_sql(store_url) as conn:
+        conn.execute(text("DELETE FROM subjects WHERE evidence_seq = 4"))
+        conn.execute(text("DELETE FROM evidence_items WHERE seq = 4"))
+        conn.execute(text("UPDATE chain_heads SET seq = 3, chain_digest = "
+                          "(SELECT chain_digest FROM reviews WHERE seq = 3)"))  # a consistent truncation
+        conn.execute(text("UPDATE deployments SET fields = :f WHERE digest = :d"),
+                     {"f": json.dumps({"device": "cuda:0", "torch": "9.9"}), "d": GPU.digest})
+    assert invoke("audit", "verify", "--db", store_url).exit_code == 0  # the chain alone cannot tell
+    result = invoke("status", "--db", store_url, "--case", case_path, "--config", GPU.digest)
+    assert result.exit_code == 1 and "do not hash to its digest" in result.stderr
