@@ -11,7 +11,7 @@ import gc
 import importlib
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -182,7 +182,7 @@ class Assessment:
     evaluation: Evaluation | None
     deployment: DeploymentChoice
     case_path: Path
-    store: Any  # the evidence_db.verified_read.VerifiedStore it was evaluated from
+    store: Any  # the evidence_db.verified_read.VerifiedStore it was evaluated from, its views dropped
     notes: list[str] = field(default_factory=list)
 
 
@@ -238,10 +238,12 @@ def assess(*, db: str | None, case_path: Path, home: Path, config: str | None = 
     with paused_gc(), open_session(db) as session:
         choice = choose_deployment(pin.spec, list_deployments(session=session), why=pin.why)
         store = read_verified(session=session, deployment_digest=choice.digest, with_details=RULE_DETAILS)
+    checked = replace(store, evidence=[], elsewhere={}, reviews=[])  # 100,000 live views would slow every GC pass
     if not store.chain.is_intact:
-        return Assessment(None, choice, case_path, store)
+        return Assessment(None, choice, case_path, checked)
     check_deployment_fields(choice)
     with paused_gc():
         evaluation, notes = evaluate_under(case_path, choice, evidence=store.evidence, reviews=store.reviews,
                                            plan=plan, today=today, cache_dir=cache_dir, elsewhere=store.elsewhere)
-    return Assessment(evaluation, choice, case_path, store, notes)
+        del store
+    return Assessment(evaluation, choice, case_path, checked, notes)

@@ -17,6 +17,7 @@ addition, simply be rewritten. So every read that a claim rests on recomputes ev
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -70,8 +71,12 @@ def _wants_details(with_details: bool | DetailsFilter) -> Any:
     """A predicate ``(status, details text) -> bool`` saying whose details to decode."""
     if isinstance(with_details, bool):
         return lambda _status, _text: with_details
-    statuses, needles = with_details.statuses, tuple(f'"{key}"' for key in with_details.keys)
-    return lambda status, text: status in statuses or any(n in text for n in needles)
+    statuses = with_details.statuses
+    if not with_details.keys:
+        return lambda status, _text: status in statuses
+    # Keys hold no quotes or backslashes (DetailsFilter checks), so this finds exactly '"key"'.
+    search = re.compile("|".join(f'"{re.escape(key)}"' for key in with_details.keys)).search
+    return lambda status, text: status in statuses or search(text) is not None
 
 
 def _details(loads: Any, text: str, row: Any) -> dict[str, Any]:
@@ -101,18 +106,15 @@ def read_verified(*, session: Session, deployment_digest: str | None = None,
     evidence: list[EvidenceView] = []
     reviews: list[ReviewView] = []
     elsewhere: Counter[str] = Counter()
-    producers, deployments = walk.producers, walk.deployments
     loads = json.loads
     for window in walk.windows():
         reviews.extend(window.reviews)
         add = evidence.append
-        for row, details, subjects in window.evidence:
-            deployment = deployments.get(row[9])
+        for row, details, subjects, producer, deployment in window.evidence:
             digest = deployment[1] if deployment else ""
             if deployment_digest is not None and digest != deployment_digest:
                 elsewhere[row[3]] += 1
                 continue
-            producer = producers.get(row[8])
             status = row[4]
             add(EvidenceView(row[1], row[2], row[3], status, row[5], digest, row[6], row[10],
                              producer[1] if producer else "", producer[2] if producer else "", subjects[2],

@@ -37,8 +37,9 @@ MAX_FAULTS = 50
 Subjects = tuple[tuple[tuple[str, str], ...], str, tuple[SubjectView, ...]]
 # One stored evidence row as read: the row (seq, record_id, category, obligation, status, summary,
 # produced_at, details as stored, producer id, deployment id, content digest, ...), its details
-# text and its subjects.
-EvidenceRow = tuple[Any, str, Subjects]
+# text, its subjects, its producer (canonical JSON, tool, version) and its deployment (canonical
+# JSON, digest), each None when the row names none that is stored.
+EvidenceRow = tuple[Any, str, Subjects, "tuple[str, str, str] | None", "tuple[str, str] | None"]
 # How one row checks out: (kind, key, fault reason or None, stored content digest, stored prev, stored chain).
 Entry = tuple[str, str, "str | None", str, str, str]
 
@@ -205,49 +206,64 @@ class ChainWalk:
                    EvidenceItem.content_digest, EvidenceItem.schema_id, EvidenceItem.prev_chain_digest,
                    EvidenceItem.chain_digest)
             .where((EvidenceItem.seq >= lo) & (EvidenceItem.seq < hi)).order_by(EvidenceItem.seq)).all()
-        hasher, link = ContentHasher(), chain_link
+        digest_of, link = ContentHasher().digest, chain_link
         producers, deployments = self.producers, self.deployments
         keep = window.evidence.append
         no_subjects = _subjects_value(())
         expected = lo  # the next chain position not yet checked
+        prev_chain, num_rows = self._prev, self._num_rows  # kept in locals on the common path (speed)
         for row in rows:
             (seq, record_id, category, obligation, status, summary, produced_at, details, producer_id,
              deployment_id, content, schema_id, prev, chain) = row
-            while expected < seq:
-                self._position(expected, reviews.pop(expected, None))
-                expected += 1
             subjects = subjects_of.get(seq, no_subjects)
-            problem = None
-            if type(details) is bytes:
+            producer, deployment = producers.get(producer_id), deployments.get(deployment_id)
+            text = details
+            if type(details) is bytes:  # SQLite (see __init__)
                 try:
-                    details = details.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    problem = _unreadable("details", f"stored as bytes that are not UTF-8 text (byte {exc.start})")
-            if problem is None:
-                producer, deployment = producers.get(producer_id), deployments.get(deployment_id)
-                problem = _edited(hasher.digest(
-                    schema_id=schema_id, record_id=record_id, category=category, obligation=obligation,
-                    status=status, summary=summary, produced_at=produced_at,
-                    producer=producer[0] if producer else "null", deployment=deployment[0] if deployment else "null",
-                    subjects=subjects[1], details=details if details is not None else "null"), content)
-                keep((row, details, subjects))
-            entry = (KIND_EVIDENCE, record_id, problem, content, prev, chain)
-            if seq < expected:  # a second evidence row at one position: only with the primary key dropped
-                self._num_rows += 1
-                self._fault(ChainFault(seq, KIND_EVIDENCE, record_id, "another evidence row holds this chain "
-                                       "position too: all but one were inserted outside bitcase"))
+                    text = details.decode("utf-8")
+                except UnicodeDecodeError:
+                    text = ""  # named by the general path
+            digest = digest_of(schema_id=schema_id, record_id=record_id, category=category, obligation=obligation,
+                               status=status, summary=summary, produced_at=produced_at,
+                               producer=producer[0] if producer else "null",
+                               deployment=deployment[0] if deployment else "null", subjects=subjects[1],
+                               details=text if text is not None else "null")
+            if (seq == expected and digest == content and prev == prev_chain and seq not in reviews
+                    and link(prev, seq, KIND_EVIDENCE, content) == chain):
+                keep((row, text, subjects, producer, deployment))
+                prev_chain, num_rows, expected = chain, num_rows + 1, seq + 1
                 continue
-            shared = reviews.pop(seq, None)
-            if shared is not None or problem is not None or prev != self._prev or link(
-                    prev, seq, KIND_EVIDENCE, content) != chain:
-                self._position(seq, (shared or []) + [entry])  # the general path names what is wrong
-            else:
-                self._num_rows += 1
-                self._prev = chain
-            expected = seq + 1
+            self._prev, self._num_rows = prev_chain, num_rows  # the general path names what is wrong
+            expected = self._irregular(row, expected, reviews, digest, keep, (text, subjects, producer, deployment))
+            prev_chain, num_rows = self._prev, self._num_rows
+        self._prev, self._num_rows = prev_chain, num_rows
         while expected < hi:
             self._position(expected, reviews.pop(expected, None))
             expected += 1
+
+    def _irregular(self, row: Any, expected: int, reviews: dict[int, list[Entry]], digest: str, keep: Any,
+                   parts: tuple[str, Subjects, Any, Any]) -> int:
+        """Check an evidence row off the common path; return the next position to check."""
+        seq, record_id, details, content, prev, chain = row[0], row[1], row[7], row[10], row[12], row[13]
+        while expected < seq:
+            self._position(expected, reviews.pop(expected, None))
+            expected += 1
+        if seq < expected:  # a second evidence row at one position: only with the primary key dropped
+            self._num_rows += 1
+            self._fault(ChainFault(seq, KIND_EVIDENCE, record_id, "another evidence row holds this chain "
+                                   "position too: all but one were inserted outside bitcase"))
+            return expected
+        problem = None
+        if type(details) is bytes:
+            try:
+                details.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                problem = _unreadable("details", f"stored as bytes that are not UTF-8 text (byte {exc.start})")
+        if problem is None:
+            problem = _edited(digest, content)
+            keep((row, *parts))
+        self._position(seq, reviews.pop(seq, []) + [(KIND_EVIDENCE, record_id, problem, content, prev, chain)])
+        return seq + 1
 
     def _review_window(self, lo: int, hi: int, window: ChainWindow) -> dict[int, list[Entry]]:
         rows = self._session.connection().execute(
