@@ -15,9 +15,10 @@ audit_app = typer.Typer(name="audit", help="Audit the evidence store and the ass
 
 @audit_app.command("verify")
 def verify(db: DbOption = None, json_output: JsonOption = False) -> None:
-    """Recompute the store's hash chain; exit 1 naming the first row edited, deleted or reordered.
+    """Recompute the store's hash chain; exit 1 naming the first row edited, deleted, reordered or outside it.
 
-    Detects changes made behind bitcase's back (e.g. raw SQL). Record the printed head digest
+    Detects changes made behind bitcase's back (e.g. raw SQL), and names every stray row (seq
+    below 1 or beyond the head, two rows at one position). Record the printed head digest
     elsewhere to also detect a store rewritten wholesale.
     """
     from evidence_db.session import open_session, store_label
