@@ -13,7 +13,7 @@ from evidence_db.chain import KIND_REVIEW, content_digest_of_text, iso_utc, revi
 from evidence_db.coverage import in_chain
 from evidence_db.errors import BundleError, StoreDamaged
 from evidence_db.models import DECISIONS, Review, utc_now_datetime
-from evidence_db.verify import parse_day, parse_moment
+from evidence_db.chain_rows import parse_day, parse_moment
 from evidence_db.views import ReviewView
 
 __all__ = ["add_review", "list_reviews"]

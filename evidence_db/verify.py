@@ -13,35 +13,30 @@ the status rules read from the same walk, so verifying costs no second read.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date, datetime
 from typing import Any, Iterator
 
 from sqlalchemy import LargeBinary, String, Text, cast, or_, select, type_coerce
 from sqlalchemy.orm import Session
 
 from evidence_db.canonical import canonical_json
-from evidence_db.chain import (GENESIS_DIGEST, KIND_EVIDENCE, KIND_REVIEW, ContentHasher, chain_link,
-                               content_digest_of_text, deployment_json, iso_utc, producer_json, review_content,
-                               subjects_json)
+from evidence_db.chain import (GENESIS_DIGEST, KIND_EVIDENCE, KIND_REVIEW, ContentHasher, chain_link, deployment_json,
+                               producer_json)
+from evidence_db.chain_rows import (Entry, Subjects, edited, read_reviews, read_subjects, subjects_value,
+                                    unreadable)
 from evidence_db.engine import PG_LOCK_KEY
-from evidence_db.models import MAIN_CHAIN, ChainHead, Deployment, EvidenceItem, ProducerRun, Review, Subject
-from evidence_db.views import ChainFault, ChainReport, ReviewView, SubjectView
+from evidence_db.models import MAIN_CHAIN, ChainHead, Deployment, EvidenceItem, ProducerRun, Review
+from evidence_db.views import ChainFault, ChainReport, ReviewView
 
-__all__ = ["verify_chain", "ChainWalk", "ChainWindow", "EvidenceRow", "Subjects", "WINDOW_ROWS", "MAX_FAULTS", "parse_moment",
-           "parse_day"]
+__all__ = ["verify_chain", "ChainWalk", "ChainWindow", "EvidenceRow", "WINDOW_ROWS", "MAX_FAULTS"]
 
 WINDOW_ROWS = 20_000
 MAX_FAULTS = 50
 
-# An item's subjects: ((uri, sha256), ...) in record order, their canonical JSON, and their views.
-Subjects = tuple[tuple[tuple[str, str], ...], str, tuple[SubjectView, ...]]
 # One stored evidence row as read: the row (seq, record_id, category, obligation, status, summary,
 # produced_at, details as stored, producer id, deployment id, content digest, ...), its details
 # text, its subjects, its producer (canonical JSON, tool, version) and its deployment (canonical
 # JSON, digest), each None when the row names none that is stored.
 EvidenceRow = tuple[Any, str, Subjects, "tuple[str, str, str] | None", "tuple[str, str] | None"]
-# How one row checks out: (kind, key, fault reason or None, stored content digest, stored prev, stored chain).
-Entry = tuple[str, str, "str | None", str, str, str]
 
 
 @dataclass(slots=True)
@@ -55,24 +50,6 @@ class ChainWindow:
 def _raw_id(column: Any) -> Any:
     """A UUID column as the driver returns it (no per-row UUID objects: they cost most of a verify)."""
     return type_coerce(column, String)
-
-
-def parse_moment(value: Any) -> datetime:
-    """A stored timestamp (a datetime from PostgreSQL, text from SQLite); ``ValueError`` when unreadable."""
-    if isinstance(value, datetime):
-        return value
-    if not isinstance(value, str):
-        raise ValueError(f"{value!r} is not a timestamp")
-    return datetime.fromisoformat(value)
-
-
-def parse_day(value: Any) -> date | None:
-    """A stored date or NULL; ``ValueError`` when unreadable."""
-    if value is None or (isinstance(value, date) and not isinstance(value, datetime)):
-        return value
-    if not isinstance(value, str):
-        raise ValueError(f"{value!r} is not a date")
-    return date.fromisoformat(value)
 
 
 class ChainWalk:
@@ -133,7 +110,7 @@ class ChainWalk:
         for lo in range(1, head_seq + 1, WINDOW_ROWS):
             hi = min(lo + WINDOW_ROWS, head_seq + 1)
             window = ChainWindow()
-            reviews = self._review_window(lo, hi, window)
+            reviews = read_reviews(self._session, lo, hi, window.reviews)
             self._evidence_window(lo, hi, window, reviews)
             yield window
             if len(self._faults) >= MAX_FAULTS:
@@ -175,30 +152,8 @@ class ChainWalk:
         self._faults.append(fault)
         self._in_chain_faults = True
 
-    def _subjects(self, lo: int, hi: int) -> dict[int, Subjects]:
-        """Each item's subjects in record order, as :data:`Subjects`; equal lists share one value."""
-        grouped: dict[int, Subjects] = {}
-        shared: dict[tuple[tuple[str, str], ...], Subjects] = {}
-        rows = self._session.connection().execute(
-            select(Subject.evidence_seq, Subject.uri, Subject.sha256)
-            .where((Subject.evidence_seq >= lo) & (Subject.evidence_seq < hi))
-            .order_by(Subject.evidence_seq, Subject.position)).all()
-        held: list[tuple[str, str]] = []
-        last = None
-        for seq, uri, sha in rows:
-            if seq != last:
-                if held:
-                    key = tuple(held)
-                    grouped[last] = shared.get(key) or shared.setdefault(key, _subjects_value(key))
-                held, last = [], seq
-            held.append((uri, sha))
-        if held:
-            key = tuple(held)
-            grouped[last] = shared.get(key) or shared.setdefault(key, _subjects_value(key))
-        return grouped
-
     def _evidence_window(self, lo: int, hi: int, window: ChainWindow, reviews: dict[int, list[Entry]]) -> None:
-        subjects_of = self._subjects(lo, hi)
+        subjects_of = read_subjects(self._session, lo, hi)
         rows = self._session.connection().execute(  # Core: plain tuples, no ORM rows, for 100,000s of rows
             select(EvidenceItem.seq, EvidenceItem.record_id, EvidenceItem.category, EvidenceItem.obligation,
                    EvidenceItem.status, EvidenceItem.summary, EvidenceItem.produced_at, self._details,
@@ -209,7 +164,7 @@ class ChainWalk:
         digest_of, link = ContentHasher().digest, chain_link
         producers, deployments = self.producers, self.deployments
         keep = window.evidence.append
-        no_subjects = _subjects_value(())
+        no_subjects = subjects_value(())
         expected = lo  # the next chain position not yet checked
         prev_chain, num_rows = self._prev, self._num_rows  # kept in locals on the common path (speed)
         for row in rows:
@@ -258,56 +213,12 @@ class ChainWalk:
             try:
                 details.decode("utf-8")
             except UnicodeDecodeError as exc:
-                problem = _unreadable("details", f"stored as bytes that are not UTF-8 text (byte {exc.start})")
+                problem = unreadable("details", f"stored as bytes that are not UTF-8 text (byte {exc.start})")
         if problem is None:
-            problem = _edited(digest, content)
+            problem = edited(digest, content)
             keep((row, *parts))
         self._position(seq, reviews.pop(seq, []) + [(KIND_EVIDENCE, record_id, problem, content, prev, chain)])
         return seq + 1
-
-    def _review_window(self, lo: int, hi: int, window: ChainWindow) -> dict[int, list[Entry]]:
-        rows = self._session.connection().execute(
-            select(Review.seq, Review.target, Review.target_digest, Review.decision, Review.reviewer, Review.rationale,
-                   type_coerce(Review.expires, String), type_coerce(Review.created_at, String), Review.content_digest,
-                   Review.prev_chain_digest, Review.chain_digest)
-            .where((Review.seq >= lo) & (Review.seq < hi))).all()
-        found: dict[int, list[Entry]] = {}
-        for seq, target, target_digest, decision, reviewer, rationale, expires, created, content, prev, chain in rows:
-            try:
-                created_at = parse_moment(created)
-            except ValueError:
-                found.setdefault(seq, []).append((KIND_REVIEW, target, _unreadable(
-                    "created_at", f"{created!r} is not a timestamp"), content, prev, chain))
-                continue
-            try:
-                expires_on = parse_day(expires)
-            except ValueError:
-                found.setdefault(seq, []).append((KIND_REVIEW, target, _unreadable(
-                    "expires", f"{expires!r} is not a date"), content, prev, chain))
-                continue
-            text = canonical_json(review_content(target=target, target_digest=target_digest, decision=decision,
-                                                 reviewer=reviewer, rationale=rationale, expires=expires_on,
-                                                 created_at=created_at))
-            digest = content_digest_of_text(text)
-            found.setdefault(seq, []).append((KIND_REVIEW, target, _edited(digest, content), content, prev, chain))
-            window.reviews.append(ReviewView(target=target, target_digest=target_digest, decision=decision,
-                                             reviewer=reviewer, rationale=rationale, created_at=iso_utc(created_at),
-                                             expires=expires_on, seq=seq))
-        return found
-
-
-def _subjects_value(pairs: tuple[tuple[str, str], ...]) -> Subjects:
-    return pairs, subjects_json(pairs), tuple(SubjectView(uri=uri, sha256=sha) for uri, sha in pairs)
-
-
-def _unreadable(column: str, what: str) -> str:
-    """The fault reason for a column no bitcase write could have stored."""
-    return f"column {column} is unreadable, {what}: it was written outside bitcase"
-
-
-def _edited(recomputed: str, stored: str) -> str | None:
-    """The fault reason when a row's content no longer hashes to its stored digest, else None."""
-    return None if recomputed == stored else f"content was edited: it hashes to {recomputed}, the row says {stored}"
 
 
 def verify_chain(*, session: Session) -> ChainReport:
