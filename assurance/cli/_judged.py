@@ -21,11 +21,9 @@ __all__ = ["judged", "judged_json"]
 
 
 def judged_json(result: Any) -> dict[str, Any]:
-    """Which D was judged and why, the chain check and bitcase's version, as a JSON object."""
-    from assurance.export import tool_version
-
+    """Which D was judged and why, and the chain check, as a JSON object."""
     return {"deployment": {"digest": result.deployment.digest, "chosen_because": result.deployment.source},
-            "chain": result.store.chain_json(), "bitcase_version": tool_version()}
+            "chain": result.store.chain_json()}
 
 
 def judged(case: Path | None, config: str | None, plan: str | None, db: str | None, *, json_out: bool) -> Any:

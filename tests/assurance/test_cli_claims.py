@@ -82,7 +82,7 @@ def test_status_json_under_the_pinned_deployment(store, case_file):
     assert doc["judged"]["deployment"] == {"digest": CPU.digest,
                                            "chosen_because": f"pinned by the case ({case_file}, [case] deployment)"}
     assert doc["judged"]["chain"]["intact"] is True and doc["judged"]["chain"]["head"]["seq"] == 2
-    assert "hash chain intact: 2 rows" in result.stderr and doc["judged"]["bitcase_version"]
+    assert "hash chain intact: 2 rows" in result.stderr
 
 
 def test_status_tree_for_people(store, case_file):
