@@ -43,3 +43,24 @@ def test_no_repeat_is_never_reported(obj: dict, spelling: dict) -> None:
     except ValueError:
         return
     check_unique_keys(escaped.encode("utf-8", "surrogatepass"), value)
+
+
+def test_ingest_names_the_file_line_and_repeated_key(tmp_path) -> None:
+    from evidence_db.errors import BundleError
+    from evidence_db.ingest import load_deployment_file
+    from evidence_db.reader import iter_json, iter_jsonl
+    from tests.evidence_db.factories import record_dict
+
+    good = json.dumps(record_dict(0), separators=(",", ":"))
+    bundle = tmp_path / "b.jsonl"
+    bundle.write_text(good + "\n" + good[:-1] + ',"status":"pass"}\n')
+    with pytest.raises(BundleError, match=r"b\.jsonl:2: an object names the key 'status' twice"):
+        list(iter_jsonl(bundle))
+    array = tmp_path / "b.json"
+    array.write_text('[{"id":"x","details":{"k":1,"k":2}}]')
+    with pytest.raises(BundleError, match=r"b\.json: an object names the key 'k' twice"):
+        list(iter_json(array))
+    deployment = tmp_path / "d.json"
+    deployment.write_text('{"fields":{"gpu":"a"},"fields":{"gpu":"b"}}')
+    with pytest.raises(BundleError, match="names the key 'fields' twice"):
+        load_deployment_file(deployment)
