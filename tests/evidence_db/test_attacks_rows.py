@@ -79,3 +79,19 @@ def test_an_upgrade_over_stray_rows_names_them_and_changes_nothing(empty_url: st
         assert conn.execute(text("SELECT count(*) FROM reviews")).scalar_one() == 2
         conn.execute(text("DELETE FROM reviews"))
     assert upgrade(empty_url).current == "0002"
+
+
+def test_an_append_over_rows_beyond_the_head_names_them(store_url: str, case_path: Path) -> None:
+    from tests.evidence_db.attacks import forge_review, trust_review_digest
+
+    build_store(store_url, case_path)
+    with raw_sql(store_url) as conn:
+        forge_review(conn, seq=4, target_digest=trust_review_digest(case_path))
+    bundle = case_path.parent / "more.jsonl"
+    from evidence_db.bundle import write_bundle
+    from tests.evidence_db.attacks import record
+
+    write_bundle(bundle, [record("proof-2", "kernel.mm.contract")])
+    result = invoke("ingest", bundle, "--db", store_url)
+    assert result.exit_code == 1 and "rows beyond its chain head (seq 3)" in result.stderr
+    assert "reviews seq 4 (target 'trusted.compiler')" in result.stderr and "Traceback" not in result.output
