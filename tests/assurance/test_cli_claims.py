@@ -220,5 +220,6 @@ def test_init_creates_the_store_and_copies_the_case(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["case_copied"] is True and (tmp_path / "home" / "case.toml").is_file() and db.is_file()
+    assert 'deployment = "current"' in (tmp_path / "home" / "project.toml").read_text()  # the copy's gate D
     again = json.loads(invoke("init", "--db", db, "--json").stdout)
     assert again["case_copied"] is False
