@@ -79,15 +79,15 @@ def _wants_details(with_details: bool | DetailsFilter) -> Any:
     return lambda status, text: status in statuses or search(text) is not None
 
 
-def _details(loads: Any, text: str, row: Any) -> dict[str, Any]:
+def _details(loads: Any, text: str, row: Any, unreadable: list[Any]) -> dict[str, Any]:
+    """Decoded details; ``{}`` (and the row noted in ``unreadable``) when they are not a JSON object."""
     try:
         value = loads(text)
     except ValueError:
         value = None
     if not isinstance(value, dict):
-        raise StoreDamaged(f"evidence item {row[1]!r} (chain seq {row[0]}): its stored details are not a JSON "
-                           "object, which no bitcase ingest writes",
-                           hint="run `bitcase audit verify` and restore the store from a backup")
+        unreadable.append(row)
+        return {}
     return value
 
 
@@ -107,6 +107,7 @@ def read_verified(*, session: Session, deployment_digest: str | None = None,
     reviews: list[ReviewView] = []
     elsewhere: Counter[str] = Counter()
     loads = json.loads
+    unreadable: list[Any] = []  # reported after the walk: a chain fault, if any, explains them better
     for window in walk.windows():
         reviews.extend(window.reviews)
         add = evidence.append
@@ -118,7 +119,14 @@ def read_verified(*, session: Session, deployment_digest: str | None = None,
             status = row[4]
             add(EvidenceView(row[1], row[2], row[3], status, row[5], digest, row[6], row[10],
                              producer[1] if producer else "", producer[2] if producer else "", subjects[2],
-                             _details(loads, details, row) if details and wants(status, details) else {}, row[0]))
+                             _details(loads, details, row, unreadable) if details and wants(status, details) else {},
+                             row[0]))
     report = walk.report()
+    if report.is_intact and unreadable:  # digests that agree with unreadable details: a chain rewritten whole
+        row = unreadable[0]
+        raise StoreDamaged(f"evidence item {row[1]!r} (chain seq {row[0]}): its stored details are not a JSON "
+                           "object, which no bitcase ingest writes, yet the chain agrees with them: the chain "
+                           "was rewritten outside bitcase",
+                           hint="compare the chain head with one recorded outside the store; restore from a backup")
     return VerifiedStore(chain=report, verified_at=iso_utc(moment), seconds=perf_counter() - started,
                          evidence=evidence, elsewhere=dict(elsewhere), reviews=reviews)

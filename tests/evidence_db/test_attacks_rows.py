@@ -7,9 +7,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from evidence_db.bundle import write_bundle
+from evidence_db.chain import ContentHasher, chain_link
 from evidence_db.errors import StoreError
 from evidence_db.migrate import upgrade
-from tests.evidence_db.attacks import build_store, invoke, raw_sql
+from evidence_db.session import open_session
+from evidence_db.verify import ChainWalk
+from tests.evidence_db.attacks import build_store, forge_review, invoke, raw_sql, record, trust_review_digest
 
 
 @pytest.fixture
@@ -82,16 +86,37 @@ def test_an_upgrade_over_stray_rows_names_them_and_changes_nothing(empty_url: st
 
 
 def test_an_append_over_rows_beyond_the_head_names_them(store_url: str, case_path: Path) -> None:
-    from tests.evidence_db.attacks import forge_review, trust_review_digest
-
     build_store(store_url, case_path)
     with raw_sql(store_url) as conn:
         forge_review(conn, seq=4, target_digest=trust_review_digest(case_path))
     bundle = case_path.parent / "more.jsonl"
-    from evidence_db.bundle import write_bundle
-    from tests.evidence_db.attacks import record
-
     write_bundle(bundle, [record("proof-2", "kernel.mm.contract")])
     result = invoke("ingest", bundle, "--db", store_url)
     assert result.exit_code == 1 and "rows beyond its chain head (seq 3)" in result.stderr
     assert "reviews seq 4 (target 'trusted.compiler')" in result.stderr and "Traceback" not in result.output
+
+
+def test_details_that_are_not_an_object_fail_even_under_a_rewritten_chain(sqlite_url: str, case_path: Path) -> None:
+    """Edited details fail the chain; rewritten with every digest recomputed, they still cannot be read."""
+    build_store(sqlite_url, case_path)
+    assert invoke("status", "--db", sqlite_url, "--case", case_path).exit_code == 0
+    with raw_sql(sqlite_url) as conn:
+        conn.execute(text("UPDATE evidence_items SET status = 'fail', details = '[1]' WHERE seq = 2"))
+    assert "first bad row seq 2" in invoke("status", "--db", sqlite_url, "--case", case_path).stderr
+    with open_session(sqlite_url) as session:  # what the forger recomputes, knowing the formulas
+        row, _, _, producer, deployment = [r for w in ChainWalk(session).windows() for r in w.evidence][1]
+    digest = ContentHasher().digest(schema_id=row[11], record_id="batch-1", category="test_result",
+                                    obligation="suite.batch", status="fail", summary=row[5], produced_at=row[6],
+                                    producer=producer[0], deployment=deployment[0], subjects="[]", details="[1]")
+    with raw_sql(sqlite_url) as conn:
+        link2 = chain_link(conn.execute(text("SELECT chain_digest FROM evidence_items WHERE seq = 1")).scalar_one(),
+                           2, "evidence", digest)
+        conn.execute(text("UPDATE evidence_items SET content_digest = :d, chain_digest = :c WHERE seq = 2"),
+                     {"d": digest, "c": link2})
+        link3 = chain_link(link2, 3, "review",
+                           conn.execute(text("SELECT content_digest FROM reviews WHERE seq = 3")).scalar_one())
+        conn.execute(text("UPDATE reviews SET prev_chain_digest = :p, chain_digest = :c"), {"p": link2, "c": link3})
+        conn.execute(text("UPDATE chain_heads SET chain_digest = :c"), {"c": link3})
+    assert invoke("audit", "verify", "--db", sqlite_url).exit_code == 0  # a consistent rewrite: out of the chain's reach
+    result = invoke("status", "--db", sqlite_url, "--case", case_path)
+    assert result.exit_code == 1 and "chain seq 2" in result.stderr and "rewritten" in result.stderr
