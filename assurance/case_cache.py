@@ -23,7 +23,7 @@ from evidence_db.canonical import digest_of, file_digest
 
 __all__ = ["cache_key", "load_cached", "store_cached", "SCHEMA_ID"]
 
-SCHEMA_ID = "bitcase.case-cache/v2"  # v2: the case root
+SCHEMA_ID = "bitcase.case-cache/v3"  # v2: the case root; v3: its deployment pin
 _CODE = ("case_loader.py", "case_model.py", "validate.py", "generators.py", "ids.py", "case_cache.py")
 _TUPLE_FIELDS = ("supported_by", "in_context_of", "obligations", "requires", "any_of", "subjects")
 
@@ -68,7 +68,7 @@ def load_cached(cache_dir: Path | None, key: str, path: Path) -> Case | None:
                                      line=g["line"]) for g in c["generators"])
         return Case(id=c["id"], title=c["title"], top=NodeId(c["top"]), nodes=tuple(_node(n) for n in c["nodes"]),
                     generators=generators, document=c["document"], path=path, is_expanded=c["is_expanded"],
-                    plan_label=c["plan_label"], root=c["root"])
+                    plan_label=c["plan_label"], root=c["root"], deployment=c["deployment"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -80,6 +80,7 @@ def store_cached(cache_dir: Path | None, key: str, case: Case) -> None:
     doc = {"schema": SCHEMA_ID, "key": key, "case": {
         "id": case.id, "title": case.title, "top": case.top, "document": case.document,
         "is_expanded": case.is_expanded, "plan_label": case.plan_label, "root": case.root,
+        "deployment": case.deployment,
         "nodes": [asdict(n) for n in case.nodes],
         "generators": [{"id": g.id, "parent": g.parent, "template": dict(g.template), "for_each": g.for_each,
                         "match": list(g.match), "exclude": list(g.exclude), "line": g.line} for g in case.generators],

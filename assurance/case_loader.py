@@ -19,7 +19,7 @@ from assurance.issues import CaseError, Issue
 
 __all__ = ["load_case", "parse_case", "build_node", "NODE_KEYS", "GENERATOR_KEYS", "SOLUTION_ONLY_KEYS"]
 
-CASE_KEYS = ("id", "title", "top", "document", "root")
+CASE_KEYS = ("id", "title", "top", "document", "root", "deployment")
 NODE_KEYS = ("id", "kind", "text", "source", "supported_by", "in_context_of", "undeveloped",
              "obligations", "requires", "any_of", "subjects", "trusted", "rationale",
              "max_age_days", "when", "when_not")
@@ -82,6 +82,7 @@ class _Parser:
         case_id = self._str(header, "id", None, "[case]", 0, required=True)
         top = self._str(header, "top", None, "[case]", 0, required=True)
         root = self._str(header, "root", None, "[case]", 0)
+        deployment = self._str(header, "deployment", None, "[case]", 0)  # the D the gate judges (assurance.pinning)
         node_lines = self._table_lines("node")
         gen_lines = self._table_lines("generate")
         nodes = tuple(self._node(raw, node_lines[i] if i < len(node_lines) else 0)
@@ -91,7 +92,8 @@ class _Parser:
         if self.issues:
             raise CaseError(self.issues)
         return Case(id=case_id, title=str(header.get("title", "")), top=NodeId(top), nodes=nodes,
-                    generators=generators, document=str(header.get("document", "")), path=self.path, root=root or "")
+                    generators=generators, document=str(header.get("document", "")), path=self.path, root=root or "",
+                    deployment=deployment)
 
     def _table_lines(self, name: str) -> list[int]:
         header = re.compile(rf"^\s*\[\[\s*{name}\s*\]\]\s*(#.*)?$")

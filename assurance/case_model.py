@@ -83,6 +83,7 @@ class Case:
     is_expanded: bool = False  # generators have been applied to a plan
     plan_label: str = ""  # which plan the generated nodes came from
     root: str = ""  # where `code:` subjects resolve: relative to the case file, absolute, or "<bitcase>"
+    deployment: str = ""  # the D the gate judges when pinned here (see assurance.pinning), else ""
     _by_id: dict[str, Node] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

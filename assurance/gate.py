@@ -8,7 +8,7 @@ from typing import Any, Iterable
 from assurance.evaluation import Evaluation
 from assurance.trusted import SUPPORTED
 
-__all__ = ["Finding", "gate", "BLOCKING_REVIEW_STATES"]
+__all__ = ["Finding", "gate", "waived", "BLOCKING_REVIEW_STATES"]
 
 # A reviewer's explicit objection blocks even with --accept-unreviewed.
 BLOCKING_REVIEW_STATES = ("rejected", "needs-work")
@@ -53,3 +53,18 @@ def gate(evaluation: Evaluation, *, goals: Iterable[str] | None = None,
                 if state in BLOCKING_REVIEW_STATES or not accept_unreviewed:
                     findings.append(Finding(goal, r.id, r.status, f"trusted item review is {state}"))
     return findings
+
+
+def waived(evaluation: Evaluation, *, goals: Iterable[str] | None = None) -> list[Finding]:
+    """The trusted items ``--accept-unreviewed`` lets ``goals`` pass without an accepted, current review.
+
+    One entry per goal and item (unreviewed, stale or expired review), in the order :func:`gate` walks them.
+    """
+    out: list[Finding] = []
+    for goal in goals or (evaluation.top,):
+        for r in evaluation.rests_on(goal):
+            if r.status == "trusted-unreviewed":
+                state = r.review.state if r.review else "unreviewed"
+                if state not in BLOCKING_REVIEW_STATES:
+                    out.append(Finding(goal, r.id, r.status, f"trusted item review is {state}"))
+    return out

@@ -11,7 +11,7 @@ import gc
 import importlib
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -80,7 +80,7 @@ class DeploymentChoice:
 
     digest: str
     fields: dict[str, Any] | None
-    source: str  # "--config", "latest in the store", "the engine's current configuration"
+    source: str  # why this D: where its spec came from and how it resolved (see assurance.pinning)
 
 
 def engine_deployment() -> tuple[DeploymentChoice | None, str]:
@@ -94,43 +94,47 @@ def engine_deployment() -> tuple[DeploymentChoice | None, str]:
     return DeploymentChoice(deployment.digest, dict(deployment.fields), "the engine's current configuration"), ""
 
 
-def choose_deployment(spec: str | None, deployments: list[Any]) -> DeploymentChoice:
-    """Resolve ``--config`` against the store's deployments (``DeploymentView``s, oldest first).
+def choose_deployment(spec: str, deployments: list[Any], *, why: str = "--config") -> DeploymentChoice:
+    """Resolve a D spec (see :mod:`assurance.pinning`) against the store's deployments (oldest first).
 
-    ``None``/``latest``: the newest in the store, else the engine's current one; ``current``: the
+    ``latest``: the newest in the store, else the engine's current one; ``current``: the
     engine's; otherwise a digest or a unique prefix of one (with or without ``sha256:``).
-    Raises :class:`~assurance.cli._common.BitcaseError` when nothing matches.
+    ``why`` says where the spec came from; the choice's ``source`` carries it and how it
+    resolved. Raises :class:`~assurance.cli._common.BitcaseError` when nothing matches.
     """
     from assurance.cli._common import BitcaseError
 
-    if spec in (None, "", "latest"):
+    if spec == "latest":
         if deployments:
             last = deployments[-1]
-            return DeploymentChoice(last.digest, dict(last.fields), "latest in the store")
-        current, why = engine_deployment()
+            return DeploymentChoice(last.digest, dict(last.fields), f"{why}: `latest`, the latest in the store")
+        current, reason = engine_deployment()
         if current is not None:
-            return current
+            return DeploymentChoice(current.digest, current.fields, f"{why}: `latest`, but the store holds none, so "
+                                                                    "the engine's current configuration")
         raise BitcaseError(f"the store holds no deployment configuration yet, and the engine cannot report its "
-                           f"current one ({why})",
+                           f"current one ({reason})",
                            hint="ingest evidence first (`bitcase assure` or `bitcase ingest`), or pass --config DIGEST")
     if spec == "current":
-        current, why = engine_deployment()
+        current, reason = engine_deployment()
         if current is None:
-            raise BitcaseError(f"the engine cannot report its current deployment configuration here ({why})",
-                               hint="pass --config DIGEST (see `bitcase status --config latest`)")
+            raise BitcaseError(f"the engine cannot report its current deployment configuration here ({reason}); "
+                               f"D is `current` because of: {why}",
+                               hint="pass --config DIGEST (`bitcase status --config latest` shows the newest stored D)")
         stored = next((d for d in deployments if d.digest == current.digest), None)
-        return current if stored is None else DeploymentChoice(stored.digest, dict(stored.fields), current.source)
+        fields = current.fields if stored is None else dict(stored.fields)
+        return DeploymentChoice(current.digest, fields, f"{why}: `current`, {current.source}")
     wanted = spec if spec.startswith("sha256:") else f"sha256:{spec}"
     matches = [d for d in deployments if d.digest.startswith(wanted)]
     if len(matches) == 1:
-        return DeploymentChoice(matches[0].digest, dict(matches[0].fields), "--config")
+        return DeploymentChoice(matches[0].digest, dict(matches[0].fields), why)
     if len(matches) > 1:
-        raise BitcaseError(f"--config {spec} matches {len(matches)} deployment configurations",
+        raise BitcaseError(f"{spec} ({why}) matches {len(matches)} deployment configurations",
                            hint="give more digits: " + ", ".join(d.digest[:19] for d in matches[:5]))
     if len(wanted) == len("sha256:") + 64:
-        return DeploymentChoice(wanted, None, "--config (not in the store)")
+        return DeploymentChoice(wanted, None, f"{why} (not in the store)")
     known = ", ".join(d.digest[:19] for d in deployments[-5:]) or "none"
-    raise BitcaseError(f"no deployment configuration matches --config {spec}",
+    raise BitcaseError(f"no deployment configuration matches {spec} ({why})",
                        hint=f"known (newest last): {known}; or pass a full sha256 digest, `latest` or `current`")
 
 
@@ -174,11 +178,12 @@ def paused_gc() -> Iterator[None]:
 
 @dataclass(frozen=True)
 class Assessment:
-    """An evaluation with where its inputs came from."""
+    """An evaluation with where its inputs came from; ``evaluation`` is None when the chain is broken."""
 
-    evaluation: Evaluation
+    evaluation: Evaluation | None
     deployment: DeploymentChoice
     case_path: Path
+    store: Any  # the evidence_db.verified_read.VerifiedStore it was evaluated from, its views dropped
     notes: list[str] = field(default_factory=list)
 
 
@@ -203,34 +208,57 @@ def evaluate_under(case_path: Path, deployment: DeploymentChoice, *, evidence: l
     return evaluation, notes
 
 
-def assess(*, db: str | None, case_path: Path, config: str | None = None, plan: str | None = None,
-           today: date | None = None, cache_dir: Path | None = None, root: Path | None = None) -> Assessment:
-    """Evaluate the case at ``case_path`` against the store at ``db`` under ``--config``.
+def check_deployment_fields(choice: DeploymentChoice) -> None:
+    """Refuse a stored D whose fields do not hash to its digest (its `when` conditions would lie)."""
+    from evidence_db.bundle import Deployment
+    from evidence_db.errors import StoreDamaged
 
-    Reads only what the status rules use: D's items, with ``details`` decoded only where the
-    rules read them, and a per-obligation count of the items under other configurations.
+    if choice.fields is None:
+        return
+    try:
+        Deployment(fields=choice.fields, digest=choice.digest)
+    except ValueError:
+        raise StoreDamaged(f"the stored fields of deployment configuration {choice.digest} do not hash to its "
+                           "digest: they were edited outside bitcase",
+                           hint="run `bitcase audit verify` and restore the store from a backup") from None
+
+
+def assess(*, db: str | None, case_path: Path, home: Path, config: str | None = None, plan: str | None = None,
+           today: date | None = None, cache_dir: Path | None = None, root: Path | None = None) -> Assessment:
+    """Evaluate the case at ``case_path`` against the store at ``db`` under the D it should judge.
+
+    D comes from ``config``, else the case's or the project's pin (see :mod:`assurance.pinning`).
+    The whole hash chain is verified in the same read (:func:`evidence_db.verified_read.read_verified`);
+    with any fault the assessment carries no evaluation. Reads only what the status rules use:
+    D's items, with ``details`` decoded only where the rules read them, and a per-obligation
+    count of the items under other configurations.
     """
+    from assurance.pinning import gate_pin
     from assurance.solution_status import RULE_DETAILS
     from evidence_db.junit_revisions import superseded_record_ids
-    from evidence_db.reviews import list_reviews
     from evidence_db.session import open_session
-    from evidence_db.store import count_elsewhere, list_deployments, load_evidence
+    from evidence_db.store import list_deployments
+    from evidence_db.verified_read import read_verified
 
-    num_superseded = 0
+    pin = gate_pin(config, case_path=case_path, home=home, bundled_case=BUNDLED_CASE)
     with paused_gc(), open_session(db) as session:
-        choice = choose_deployment(config, list_deployments(session=session))
-        evidence = load_evidence(session=session, deployment_digest=choice.digest, with_details=RULE_DETAILS)
+        choice = choose_deployment(pin.spec, list_deployments(session=session), why=pin.why)
+        store = read_verified(session=session, deployment_digest=choice.digest, with_details=RULE_DETAILS)
         superseded = superseded_record_ids(session=session)  # a re-mapping may have moved records to another D
-        if superseded:
-            num_before = len(evidence)
-            evidence = [e for e in evidence if e.item_id not in superseded]
-            num_superseded = num_before - len(evidence)
-        elsewhere = count_elsewhere(session=session, deployment_digest=choice.digest)
-        reviews = list_reviews(session=session)
+    checked = replace(store, evidence=[], elsewhere={}, reviews=[])  # 100,000 live views would slow every GC pass
+    if not store.chain.is_intact:
+        return Assessment(None, choice, case_path, checked)
+    check_deployment_fields(choice)
+    evidence, num_superseded = store.evidence, 0
+    if superseded:
+        evidence = [e for e in evidence if e.item_id not in superseded]
+        num_superseded = len(store.evidence) - len(evidence)
     with paused_gc():
-        evaluation, notes = evaluate_under(case_path, choice, evidence=evidence, reviews=reviews, plan=plan, today=today,
-                                           cache_dir=cache_dir, elsewhere=elsewhere, root=root)
+        evaluation, notes = evaluate_under(case_path, choice, evidence=evidence, reviews=store.reviews,
+                                           plan=plan, today=today, cache_dir=cache_dir, elsewhere=store.elsewhere,
+                                           root=root)
+        del store, evidence
     if num_superseded:
         notes.append(f"{num_superseded} JUnit record(s) under D were superseded by a re-mapping of their report "
                      "and are not counted")
-    return Assessment(evaluation, choice, case_path, notes)
+    return Assessment(evaluation, choice, case_path, checked, notes)

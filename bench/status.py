@@ -5,9 +5,9 @@ Generates a case (1 top goal, 99 sub-goals each with a strategy over 98 solution
 categories and statuses, code subjects fresh and stale, 5% under another deployment), then times
 
 * the pure status engine (``assurance.status.evaluate``) in-process, with tracemalloc's peak, and
-* ``bitcase status --json`` end to end in fresh processes (store read, case load, digests,
-  evaluation, JSON), each with its own CPU time and peak RSS; one untimed run first writes the
-  case cache, as any earlier command on the same case would have.
+* ``bitcase status --json`` end to end in fresh processes (store read with the whole hash chain
+  verified, case load, digests, evaluation, JSON), each with its own CPU time and peak RSS; one
+  untimed run first writes the case cache, as any earlier command on the same case would have.
 
     python bench/status.py [--nodes 10000] [--evidence 100000] [--repeat 5] [--keep DIR]
 
@@ -112,10 +112,11 @@ def time_engine(case_path: Path, db: Path, digest: str) -> dict[str, float]:
     """In-process CPU seconds per stage: store reads, case load (cold, cached), evaluate(), JSON.
 
     CPU time rather than wall time, so a machine shared with other work still gives comparable
-    figures. The cyclic GC is paused, as ``bitcase status`` pauses it. The store is read twice: as
-    ``bitcase status`` reads it (D's items, details only where the rules read them, counts under
-    other configurations) and whole (every item and all details, as the report reads it). The
-    peak memory of evaluate() is measured in a second run under tracemalloc.
+    figures. The cyclic GC is paused, as ``bitcase status`` pauses it. The store is read three
+    times: as ``bitcase status`` reads it (the whole chain verified in the same pass, D's items,
+    details only where the rules read them, counts under other configurations), the same without
+    verification (the plain readers), and whole (every item and all details). The peak memory of
+    evaluate() is measured in a second run under tracemalloc.
     """
     from assurance.scope import current_subjects, paused_gc, prepare_case
     from assurance.solution_status import RULE_DETAILS
@@ -123,14 +124,20 @@ def time_engine(case_path: Path, db: Path, digest: str) -> dict[str, float]:
     from evidence_db.reviews import list_reviews
     from evidence_db.session import open_session
     from evidence_db.store import count_elsewhere, list_deployments, load_evidence
+    from evidence_db.verified_read import read_verified
 
     with paused_gc(), open_session(str(db)) as session:
         started = time.process_time()
         fields = next(d.fields for d in list_deployments(session=session) if d.digest == digest)
-        evidence = load_evidence(session=session, deployment_digest=digest, with_details=RULE_DETAILS)
-        elsewhere = count_elsewhere(session=session, deployment_digest=digest)
-        reviews = list_reviews(session=session)
+        verified = read_verified(session=session, deployment_digest=digest, with_details=RULE_DETAILS)
+        evidence, elsewhere, reviews = verified.evidence, verified.elsewhere, verified.reviews
         read = time.process_time() - started
+        assert verified.chain.is_intact, verified.chain.first_bad
+        started = time.process_time()
+        load_evidence(session=session, deployment_digest=digest, with_details=RULE_DETAILS)
+        count_elsewhere(session=session, deployment_digest=digest)
+        list_reviews(session=session)
+        read_plain = time.process_time() - started
         started = time.process_time()
         load_evidence(session=session)
         read_all = time.process_time() - started
@@ -159,7 +166,8 @@ def time_engine(case_path: Path, db: Path, digest: str) -> dict[str, float]:
     run()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return {"store_read_status_cpu_s": round(read, 3), "store_read_all_cpu_s": round(read_all, 3),
+    return {"store_read_verified_cpu_s": round(read, 3), "store_read_unverified_cpu_s": round(read_plain, 3),
+            "store_read_all_cpu_s": round(read_all, 3),
             "case_load_cold_cpu_s": round(parsed, 3), "case_load_cached_cpu_s": round(cached, 3),
             "evaluate_cpu_s": round(evaluated, 3), "to_json_and_dumps_cpu_s": round(serialised, 3),
             "evaluate_peak_mib": round(peak / 2**20, 1)}

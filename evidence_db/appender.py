@@ -19,8 +19,9 @@ from sqlalchemy.orm import Session
 
 from evidence_db.chain import KIND_EVIDENCE, chain_link, content_digest_of_text
 from evidence_db.engine import PG_LOCK_KEY
-from evidence_db.errors import RecordConflict, StoreError
-from evidence_db.models import MAIN_CHAIN, ChainHead, Deployment, ProducerRun, utc_now_datetime
+from evidence_db.errors import RecordConflict, StoreDamaged, StoreError
+from evidence_db.models import (MAIN_CHAIN, BundleSignature, ChainHead, Deployment, EvidenceItem, ProducerRun, Review,
+                                utc_now_datetime)
 from evidence_db.prepare import PreparedRecord
 from evidence_db.views import IngestResult
 
@@ -55,11 +56,24 @@ class ChainAppender:
         self.seq: int = head.seq
         self.prev_digest: str = head.chain_digest
         self.record_seqs: list[int] | None = None  # set to a list to collect the seq of every record appended or found
+        self._refuse_rows_beyond_head()
         self._producer_ids: dict[str, uuid.UUID] = {}  # digest -> id
         self._deployment_ids: dict[str, uuid.UUID] = {}
         self._mark = mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
         self._insert_item_sql = _insert_sql("evidence_items", ITEM_COLUMNS, mark)
         self._insert_subject_sql = _insert_sql("subjects", SUBJECT_COLUMNS, mark)
+
+    def _refuse_rows_beyond_head(self) -> None:
+        """Appending would collide with rows written past the head outside bitcase: name them instead."""
+        beyond = []
+        for table, key in ((EvidenceItem, EvidenceItem.record_id), (Review, Review.target),
+                           (BundleSignature, BundleSignature.key_id)):
+            beyond += [f"{table.__tablename__} seq {seq} ({key.key} {name!r})" for seq, name in self._session.execute(
+                select(table.seq, key).where(table.seq > self.seq).order_by(table.seq).limit(5))]
+        if beyond:
+            raise StoreDamaged(f"the store holds rows beyond its chain head (seq {self.seq}), written outside "
+                               f"bitcase: {'; '.join(beyond)}; nothing was appended",
+                               hint="`bitcase audit verify` lists them; delete them or restore the store from a backup")
 
     def link(self, kind: str, content_digest: str) -> tuple[int, str, str]:
         """Reserve the next chain position: ``(seq, prev_chain_digest, chain_digest)``."""

@@ -1,18 +1,26 @@
 """Errors the evidence store raises: every one says what went wrong, where, and how to fix it.
 
-They subclass :class:`assurance.cli._common.BitcaseError`, so the CLI turns them into exit
-code 2 with the message and hint, and library callers can catch one type.
+They subclass :class:`assurance.cli._common.BitcaseError`, so the CLI turns them into an exit
+code (2, or 1 for a damaged store: a finding, not a usage error) with the message and hint, and
+library callers can catch one type.
 """
 
 from __future__ import annotations
 
 from assurance.cli._common import BitcaseError
 
-__all__ = ["StoreError", "SchemaNotCurrent", "BundleError", "RecordConflict", "KeyringError", "SignatureError"]
+__all__ = ["StoreError", "StoreDamaged", "SchemaNotCurrent", "BundleError", "RecordConflict", "KeyringError",
+           "SignatureError"]
 
 
 class StoreError(BitcaseError):
     """The store cannot be opened or written (missing, unreachable, busy)."""
+
+
+class StoreDamaged(StoreError):
+    """A stored row no bitcase write could have produced: a finding about the store (exit code 1)."""
+
+    exit_code = 1
 
 
 class SchemaNotCurrent(StoreError):

@@ -8,7 +8,6 @@ are read and validated in a worker process while this one inserts (``evidence_db
 
 from __future__ import annotations
 
-import json
 import stat
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from evidence_db.keyring import TrustedKeys
 from evidence_db.pipeline import can_use_worker, prepared_in_worker
 from evidence_db.prepare import CheckedRecord, PreparedRecord, Preparer
 from evidence_db.reader import STDIN, iter_json, iter_jsonl, sniff_kind
+from evidence_db.unique_keys import DuplicateKey, loads_unique
 from evidence_db.store import BATCH_SIZE, ingest_prepared
 from evidence_db.views import IngestResult
 
@@ -91,7 +91,10 @@ def load_deployment_file(path: Path) -> dict[str, Any]:
     if len(raw) > MAX_DEPLOYMENT_FILE_BYTES:
         raise BundleError(f"deployment file is larger than {MAX_DEPLOYMENT_FILE_BYTES} bytes", where=str(path))
     try:
-        value = json.loads(raw.decode("utf-8"))
+        value = loads_unique(raw.decode("utf-8"))
+    except DuplicateKey as exc:
+        raise BundleError(f"an object names the key {exc.key!r} twice", where=str(path),
+                          hint="keep one: JSON parsers disagree on which value wins") from None
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise BundleError(f"deployment file is not valid UTF-8 JSON: {exc}", where=str(path),
                           hint='write {"fields": {...}} as UTF-8 JSON') from None

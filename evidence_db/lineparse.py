@@ -24,6 +24,7 @@ from typing import Any
 
 from evidence_db.canonical import canonical_json, canonical_json_v1
 from evidence_db.jcs import keeps_types
+from evidence_db.unique_keys import DuplicateKey, check_unique_keys
 
 try:
     import orjson
@@ -89,7 +90,8 @@ class LineParser:
         self._repeats = [_Repeat(key) for key in REPEATED_KEYS]
 
     def parse(self, raw: bytes) -> Any:
-        """The JSON value of one UTF-8 line; raises what decoding or ``json.loads`` raise for a bad line."""
+        """The JSON value of one UTF-8 line; raises what decoding or ``json.loads`` raise for a bad line,
+        and :class:`~evidence_db.unique_keys.DuplicateKey` for an object that repeats a key."""
         reduced, used = raw, []
         for repeat in self._repeats:
             if repeat.known and (found := repeat.find(reduced)) is not None:
@@ -99,6 +101,9 @@ class LineParser:
         if used:
             try:
                 value = loads_utf8(reduced)
+                check_unique_keys(reduced, value)  # the known texts were checked when first parsed
+            except DuplicateKey:
+                raise
             except (ValueError, RecursionError):
                 value = None  # the whole line gives the error message
             if isinstance(value, dict) and all(value.get(r.key) == r.placeholder for r, _ in used):
@@ -108,6 +113,7 @@ class LineParser:
                     self._remember(raw, value, skip={r.key for r, _ in used})
                 return value
         value = loads_utf8(raw)
+        check_unique_keys(raw, value)
         self._remember(raw, value)
         return value
 

@@ -106,6 +106,7 @@ class EvidenceItem(Base):
     __table_args__ = (
         CheckConstraint(f"category IN ({_sql_in(CATEGORIES)})", name="category"),
         CheckConstraint(f"status IN ({_sql_in(STATUSES)})", name="status"),
+        CheckConstraint("seq >= 1", name="seq_positive"),  # the chain's first position is 1
     )
 
     seq: Mapped[ChainSeq]
@@ -147,6 +148,7 @@ class Review(Base):
     __tablename__ = "reviews"
     __table_args__ = (
         CheckConstraint(f"decision IN ({_sql_in(DECISIONS)})", name="decision"),
+        CheckConstraint("seq >= 1", name="seq_positive"),
         Index("ix_reviews_target", "target"),
     )
 
@@ -177,6 +179,7 @@ class BundleSignature(Base):
     """
 
     __tablename__ = "bundle_signatures"
+    __table_args__ = (CheckConstraint("seq >= 1", name="seq_positive"),)
 
     seq: Mapped[ChainSeq]
     key_id: Mapped[KeyIdStr] = mapped_column(index=True)

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator
 
 from evidence_db.errors import BundleError
 from evidence_db.lineparse import LineParser
+from evidence_db.unique_keys import DuplicateKey, loads_unique
 from evidence_db.validate import json_type_name
 
 __all__ = ["BundleKind", "STDIN", "sniff_kind", "iter_jsonl", "iter_json", "MAX_LINE_BYTES", "MAX_JSON_FILE_BYTES"]
@@ -64,6 +65,10 @@ def sniff_kind(path: Path) -> BundleKind:
 def _parse(data: bytes, where: str, loads: Callable[[bytes], Any]) -> Any:
     try:
         return loads(data)
+    except DuplicateKey as exc:
+        raise BundleError(f"an object names the key {exc.key!r} twice", where=where,
+                          hint="keep one: JSON parsers disagree on which value wins (some keep the first, "
+                               "Python the last)") from None
     except UnicodeDecodeError as exc:
         raise BundleError(f"invalid UTF-8 at byte {exc.start}", where=where,
                           hint="bundles are UTF-8 text; re-encode the file") from None
@@ -78,7 +83,7 @@ def _parse(data: bytes, where: str, loads: Callable[[bytes], Any]) -> Any:
 
 
 def _loads_utf8(data: bytes) -> Any:
-    return json.loads(data.decode("utf-8"))
+    return loads_unique(data.decode("utf-8"))
 
 
 def iter_jsonl(path: Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[str, Any]]:

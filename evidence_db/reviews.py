@@ -5,12 +5,14 @@ from __future__ import annotations
 import base64
 from datetime import date, datetime, timezone
 
-from sqlalchemy import insert, select
+from sqlalchemy import String, insert, select, type_coerce
 from sqlalchemy.orm import Session
 
 from evidence_db.appender import ChainAppender
 from evidence_db.chain import KIND_REVIEW, REVIEW_SCHEMA_ID, iso_utc, review_content, review_digest
-from evidence_db.errors import BundleError
+from evidence_db.chain_rows import parse_day, parse_moment
+from evidence_db.coverage import in_chain
+from evidence_db.errors import BundleError, StoreDamaged
 from evidence_db.keys import SigningKey
 from evidence_db.models import DECISIONS, Review, utc_now_datetime
 from evidence_db.signatures import review_payload
@@ -82,11 +84,23 @@ def signer_identity(signer: SigningKey) -> str:
 
 
 def list_reviews(*, session: Session) -> list[ReviewView]:
-    """Every review in the order it was recorded (chain order)."""
+    """Every review the chain covers, in the order it was recorded (chain order).
+
+    A row whose dates no bitcase write could have stored raises :class:`StoreDamaged` naming it.
+    """
     rows = session.execute(select(Review.target, Review.target_digest, Review.decision, Review.reviewer,
-                                  Review.rationale, Review.created_at, Review.expires, Review.seq, Review.signer_key_id)
-                           .order_by(Review.seq))
-    return [ReviewView(target=r.target, target_digest=r.target_digest, decision=r.decision, reviewer=r.reviewer,
-                       rationale=r.rationale, created_at=iso_utc(r.created_at), expires=r.expires, seq=r.seq,
-                       signer_key_id=r.signer_key_id)
-            for r in rows]
+                                  Review.rationale, type_coerce(Review.created_at, String),
+                                  type_coerce(Review.expires, String), Review.seq, Review.signer_key_id)
+                           .where(in_chain(Review.seq)).order_by(Review.seq))
+    views = []
+    for target, target_digest, decision, reviewer, rationale, created, expires, seq, signer_key_id in rows:
+        try:
+            created_at, expires_on = parse_moment(created), parse_day(expires)
+        except ValueError:
+            raise StoreDamaged(f"review of {target!r} (chain seq {seq}): created_at {created!r} or expires "
+                               f"{expires!r} is not a date, which no bitcase review writes",
+                               hint="run `bitcase audit verify` and restore the store from a backup") from None
+        views.append(ReviewView(target=target, target_digest=target_digest, decision=decision, reviewer=reviewer,
+                                rationale=rationale, created_at=iso_utc(created_at), expires=expires_on, seq=seq,
+                                signer_key_id=signer_key_id))
+    return views

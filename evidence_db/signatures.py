@@ -27,6 +27,7 @@ from evidence_db.appender import ChainAppender
 from evidence_db.bundle_sig import BundleSignature, records_digest, statement_fields
 from evidence_db.canonical import canonical_json, digest_of
 from evidence_db.chain import KIND_SIGNATURE, review_content
+from evidence_db.coverage import in_chain
 from evidence_db.dsse import EnvelopeError, envelope_from_json, pae
 from evidence_db.keys import KeyFormatError, PublicKey, parse_public_line
 from evidence_db.models import BundleSignature as SignatureRow
@@ -166,7 +167,7 @@ def list_signers(*, session: Session) -> list[SignerView]:
     """Every key that signed stored bundles, by key id."""
     rows = session.execute(select(SignatureRow.key_id, SignatureRow.envelope, func.count(SignedEvidence.evidence_seq))
                            .outerjoin(SignedEvidence, SignedEvidence.signature_seq == SignatureRow.seq)
-                           .group_by(SignatureRow.seq).order_by(SignatureRow.key_id, SignatureRow.seq))
+                           .where(in_chain(SignatureRow.seq)).group_by(SignatureRow.seq).order_by(SignatureRow.key_id, SignatureRow.seq))
     by_key: dict[str, list[Any]] = {}
     for key_id, envelope, num_items in rows:
         entry = by_key.setdefault(key_id, [_signer_name(envelope), 0, 0])

@@ -11,13 +11,15 @@ import itertools
 import json
 from typing import Any, Iterable
 
-from sqlalchemy import Text, case, cast, func, null, or_, select
+from sqlalchemy import LargeBinary, Text, case, cast, func, null, or_, select
 from sqlalchemy.orm import Session
 
 from evidence_db.appender import LOOKUP_CHUNK, ChainAppender
 from evidence_db.bundle import EvidenceRecord
 from evidence_db.bundle_sig import BundleSignature
 from evidence_db.chain import iso_utc
+from evidence_db.coverage import in_chain
+from evidence_db.errors import StoreDamaged
 from evidence_db.models import Deployment, EvidenceItem, ProducerRun, Subject
 from evidence_db.bundle import SCHEMA_ID
 from evidence_db.prepare import PreparedRecord, Preparer
@@ -87,6 +89,9 @@ def load_evidence(*, session: Session, deployment_digest: str | None = None,
                   with_details: bool | DetailsFilter = True) -> list[EvidenceView]:
     """Every stored evidence item in chain (ingest) order, optionally only those of one deployment.
 
+    Only rows the chain covers are read (:func:`evidence_db.coverage.in_chain`); this read does
+    not verify them: verdicts read through :func:`evidence_db.verified_read.read_verified`.
+
     ``with_details`` says whose ``details`` are decoded: everyone's (``True``), no one's
     (``False``: every view gets ``{}``), or only the items a :class:`DetailsFilter` selects,
     chosen in the query so the rest are neither sent nor decoded. Fetch the details of other
@@ -95,11 +100,13 @@ def load_evidence(*, session: Session, deployment_digest: str | None = None,
     conn = session.connection()  # Core execution: plain tuples, no ORM objects, for 100,000s of rows
     query = (select(EvidenceItem.record_id, EvidenceItem.category, EvidenceItem.obligation, EvidenceItem.status,
                     EvidenceItem.summary, EvidenceItem.produced_at, EvidenceItem.content_digest, EvidenceItem.seq,
-                    ProducerRun.tool, ProducerRun.version, _details_column(with_details))
+                    ProducerRun.tool, ProducerRun.version,
+                    _details_column(with_details, is_sqlite=conn.dialect.name == "sqlite"))
              .join(ProducerRun, EvidenceItem.producer_id == ProducerRun.id)
+             .where(in_chain(EvidenceItem.seq))
              .order_by(EvidenceItem.seq))
-    subject_query = select(Subject.evidence_seq, Subject.uri, Subject.sha256).order_by(Subject.evidence_seq,
-                                                                                       Subject.position)
+    subject_query = (select(Subject.evidence_seq, Subject.uri, Subject.sha256).where(in_chain(Subject.evidence_seq))
+                     .order_by(Subject.evidence_seq, Subject.position))
     if deployment_digest is None:
         query = query.add_columns(Deployment.digest).join(Deployment, EvidenceItem.deployment_id == Deployment.id)
     else:
@@ -109,26 +116,43 @@ def load_evidence(*, session: Session, deployment_digest: str | None = None,
         subject_query = subject_query.where(Subject.evidence_seq.in_(select(EvidenceItem.seq).where(in_d)))
     rows = conn.execute(query).all()  # items first: subjects committed later belong to items not read
     subjects = _subjects_by_seq(conn.execute(subject_query).all())
-    loads, no_subjects = json.loads, ()
+    no_subjects = ()
     return [EvidenceView(record_id, category, obligation, status, summary, deployment or deployment_digest,
                          produced_at, content_digest, tool, version, subjects.get(seq, no_subjects),
-                         loads(details) if details else {}, seq)
+                         _decoded(details, record_id, seq) if details else {}, seq)
             for (record_id, category, obligation, status, summary, produced_at, content_digest, seq, tool, version,
                  details, deployment) in rows]
 
 
-def _details_column(with_details: bool | DetailsFilter) -> Any:
-    """The ``details`` text where ``with_details`` wants it, else NULL.
+def _decoded(details: str | bytes, record_id: str, seq: int) -> dict[str, Any]:
+    """Stored ``details`` as a dict; :class:`StoreDamaged` naming the row when no ingest could have written it."""
+    try:
+        value = json.loads(details.decode("utf-8") if isinstance(details, bytes) else details)
+    except ValueError:  # UnicodeDecodeError included
+        value = None
+    if not isinstance(value, dict):
+        kind = "a blob of bytes" if isinstance(details, bytes) else "text"
+        raise StoreDamaged(f"evidence item {record_id!r} (chain seq {seq}): its details column holds {kind} that is "
+                           "not a JSON object, which no bitcase ingest writes",
+                           hint="run `bitcase audit verify` and restore the store from a backup")
+    return value
 
+
+def _details_column(with_details: bool | DetailsFilter, *, is_sqlite: bool) -> Any:
+    """The stored ``details`` where ``with_details`` wants it, else NULL.
+
+    On SQLite they are read as bytes (``CAST AS BLOB``): a blob written there by raw SQL that is
+    not UTF-8 would otherwise fail the whole read inside the driver, without naming the row.
     Keys are matched as ``"key"`` in the stored JSON text: the same SQL on SQLite and
     PostgreSQL, without either's JSON functions.
     """
     text = cast(EvidenceItem.details, Text)
+    stored = cast(EvidenceItem.details, LargeBinary) if is_sqlite else text
     if isinstance(with_details, bool):
-        return text if with_details else null()
+        return stored if with_details else null()
     wanted = [EvidenceItem.status.in_(sorted(with_details.statuses))] if with_details.statuses else []
     wanted += [text.contains(f'"{key}"', autoescape=True) for key in with_details.keys]
-    return case((or_(*wanted), text), else_=null()) if wanted else null()
+    return case((or_(*wanted), stored), else_=null()) if wanted else null()
 
 
 def _subjects_by_seq(rows: Iterable[tuple[int, str, str]]) -> dict[int, tuple[SubjectView, ...]]:
@@ -152,7 +176,7 @@ def count_elsewhere(*, session: Session, deployment_digest: str) -> dict[str, in
     rows = session.connection().execute(
         select(EvidenceItem.obligation, func.count())
         .join(Deployment, EvidenceItem.deployment_id == Deployment.id)
-        .where(Deployment.digest != deployment_digest)
+        .where(Deployment.digest != deployment_digest, in_chain(EvidenceItem.seq))
         .group_by(EvidenceItem.obligation))
     return {obligation: count for obligation, count in rows}
 
@@ -162,9 +186,12 @@ def load_details(*, session: Session, item_ids: Iterable[str]) -> dict[str, dict
     found: dict[str, dict[str, Any]] = {}
     ids = sorted(set(item_ids))
     for start in range(0, len(ids), LOOKUP_CHUNK):
-        rows = session.connection().execute(select(EvidenceItem.record_id, cast(EvidenceItem.details, Text))
-                                            .where(EvidenceItem.record_id.in_(ids[start:start + LOOKUP_CHUNK])))
-        found.update((record_id, json.loads(details)) for record_id, details in rows)
+        conn = session.connection()
+        rows = conn.execute(select(EvidenceItem.record_id, EvidenceItem.seq,
+                                   _details_column(True, is_sqlite=conn.dialect.name == "sqlite"))
+                            .where(EvidenceItem.record_id.in_(ids[start:start + LOOKUP_CHUNK]))
+                            .where(in_chain(EvidenceItem.seq)))
+        found.update((record_id, _decoded(details, record_id, seq)) for record_id, seq, details in rows)
     return found
 
 

@@ -23,8 +23,10 @@ CaseOption = Annotated[
 ]
 ConfigOption = Annotated[
     str | None,
-    typer.Option("--config", help="Deployment configuration D to evaluate under: a digest or unique prefix, "
-                                  "`latest` (default: newest in the store) or `current` (what the engine would run now)."),
+    typer.Option("--config", help="Deployment configuration D to judge: a digest or unique prefix, `current` (what the "
+                                  "engine would run now) or `latest` (the newest in the store). Default: the case's "
+                                  "[case] deployment, else the project file's (.bitcase/project.toml), else `current` "
+                                  "for the bundled case."),
 ]
 RootOption = Annotated[
     Path | None,
@@ -55,7 +57,7 @@ def user_errors() -> Iterator[None]:
         fail(f"the case is not valid ({len(exc.issues)} problem(s))",
              hint="run `bitcase case validate FILE` and fix what it lists")
     except BitcaseError as exc:
-        fail(str(exc), hint=exc.hint)
+        fail(str(exc), hint=exc.hint, code=exc.exit_code)
 
 
 def emit_json(value: Any, *, compact: bool = False) -> None:

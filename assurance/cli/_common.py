@@ -46,7 +46,9 @@ out_console = PipeWideConsole(soft_wrap=True)
 
 
 class BitcaseError(Exception):
-    """A user or input error: what went wrong, where, and how to fix it. Exits with code 2."""
+    """A user or input error: what went wrong, where, and how to fix it. Exits with ``exit_code`` (2)."""
+
+    exit_code = EXIT_USAGE
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)

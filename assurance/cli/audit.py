@@ -25,11 +25,12 @@ def verify(
                                               "fails or its key is not trusted.")] = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Recompute the store's hash chain and its signatures; exit 1 naming the first row edited, deleted or reordered.
+    """Recompute the store's hash chain and its signatures; exit 1 naming the first row edited, deleted, reordered or outside it.
 
-    Detects changes made behind bitcase's back (e.g. raw SQL), and signatures that no longer
-    match what they sign. A writer who recomputes the whole chain, or removes its newest rows,
-    is detected only against a checkpoint kept outside the store (--expect-head).
+    Detects changes made behind bitcase's back (e.g. raw SQL), names every stray row (seq below
+    1 or beyond the head, two rows at one position), and signatures that no longer match what
+    they sign. A writer who recomputes the whole chain, or removes its newest rows, is detected
+    only against a checkpoint kept outside the store (--expect-head).
     """
     from evidence_db.checkpoint import checkpoint_problems, read_checkpoint
     from evidence_db.keyring import keyring_from_env

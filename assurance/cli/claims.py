@@ -11,28 +11,14 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from assurance.cli._case_options import (CaseOption, ConfigOption, PlanOption, RootOption, emit_json,
-                                         resolve_case_path, user_errors)
+from assurance.cli._case_options import CaseOption, ConfigOption, PlanOption, RootOption, emit_json, user_errors
+from assurance.cli._judged import judged, judged_json
 from assurance.cli._common import EXIT_FINDINGS, DbOption, JsonOption, err_console, fail, out_console
 
 GoalOption = Annotated[
     list[str] | None,
     typer.Option("--goal", help="Top claim to gate or inspect (repeatable; default: the case's primary claim)."),
 ]
-
-
-def _assess(case: Path | None, config: str | None, plan: str | None, db: str | None, root: Path | None = None):
-    from assurance.scope import assess
-    from assurance.settings import load_settings
-
-    with user_errors():
-        path = resolve_case_path(case, db)
-        result = assess(db=db, case_path=path, config=config, plan=plan,
-                        cache_dir=load_settings(db=db).home / "cache", root=root)
-    err_console.print(f"case {path} · D {result.deployment.digest} ({result.deployment.source})", highlight=False, soft_wrap=True)
-    for note in result.notes:
-        err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
-    return result
 
 
 def _goals(evaluation, goals: list[str] | None) -> list[str]:
@@ -45,25 +31,33 @@ def _goals(evaluation, goals: list[str] | None) -> list[str]:
 
 def init(db: DbOption = None, force: Annotated[bool, typer.Option("--force", help="Overwrite an existing case copy.")] = False,
          json_out: JsonOption = False) -> None:
-    """Create (or upgrade) the evidence store and copy the default case next to it for editing."""
+    """Create (or upgrade) the evidence store and copy the default case next to it for editing.
+
+    Also writes the project file pinning the D the claim commands judge (`current`), unless one exists.
+    """
     from assurance.scope import BUNDLED_CASE
     from assurance.settings import load_settings
     from evidence_db.migrate import ensure_store
     from evidence_db.session import store_label
 
+    from assurance.pinning import write_project_pin
+
     settings = load_settings(db=db)
     with user_errors():
         ensure_store(settings.db_url)
+    project = write_project_pin(settings.home, "current")
     target = settings.home / "case.toml"
     copied = force or not target.exists()
     if copied:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(BUNDLED_CASE, target)
     if json_out:
-        emit_json({"store": store_label(settings.db_url), "case": str(target), "case_copied": copied})
+        emit_json({"store": store_label(settings.db_url), "case": str(target), "case_copied": copied,
+                   "project": str(project)})
         return
     typer.echo(f"store: {store_label(settings.db_url)}")
     typer.echo(f"case: {target}")
+    typer.echo(f"project: {project}")
     if not copied:
         err_console.print(f"{target} already exists and was kept (use --force to replace it)", highlight=False, soft_wrap=True)
 
@@ -81,11 +75,11 @@ def status(case: CaseOption = None, config: ConfigOption = None, plan: PlanOptio
     from assurance.tree_view import status_tree, unclaimed_note
     from assurance.trusted import SUPPORTED
 
-    result = _assess(case, config, plan, db, root)
+    result = judged(case, config, plan, db, json_out=json_out, root=root)
     evaluation = result.evaluation
     if json_out:
         with paused_gc():
-            emit_json(evaluation.to_json(), compact=True)
+            emit_json({**evaluation.to_json(), "judged": judged_json(result)}, compact=True)
     else:
         for tree in status_tree(evaluation, show_not_applicable=show_all):
             out_console.print(tree)
@@ -105,20 +99,27 @@ def check(case: CaseOption = None, config: ConfigOption = None, plan: PlanOption
     """CI gate: exit 0 only when the claim is supported and nothing it rests on is stale, failed or missing.
 
     Exit 1 lists the reasons; trusted items need an accepted, current review unless
-    --accept-unreviewed.
+    --accept-unreviewed (which lists what it waived). D is --config, else the case's or the
+    project's pin, else `current` for the bundled case; a broken hash chain fails the gate.
     """
-    from assurance.gate import gate
+    from assurance.gate import gate, waived
 
-    evaluation = _assess(case, config, plan, db, root).evaluation
+    result = judged(case, config, plan, db, json_out=json_out, root=root)
+    evaluation = result.evaluation
     goals = _goals(evaluation, goal)
     findings = gate(evaluation, goals=goals, accept_unreviewed=accept_unreviewed)
+    waivers = waived(evaluation, goals=goals) if accept_unreviewed else []
     if json_out:
         emit_json({"passed": not findings, "deployment_digest": evaluation.deployment_digest,
                    "goals": [{"id": g, "status": evaluation.node(g).status} for g in goals],
-                   "findings": [f.to_json() for f in findings]})
+                   "findings": [f.to_json() for f in findings], "waived": [w.to_json() for w in waivers],
+                   "judged": judged_json(result)})
     else:
         for f in findings:
             typer.echo(f"{f.node}\t{f.status}\t{f.message}")
+        for w in waivers:
+            err_console.print(f"waived by --accept-unreviewed: {w.node} ({w.message})", highlight=False,
+                              soft_wrap=True, markup=False)
         verdict = "PASS" if not findings else f"FAIL ({len(findings)} finding(s))"
         err_console.print(f"check {', '.join(goals)}: {verdict}", highlight=False, soft_wrap=True)
     if findings:
@@ -131,7 +132,8 @@ def trusted_base_cmd(case: CaseOption = None, config: ConfigOption = None, plan:
     """List every trusted item the claim rests on, with its rationale and review state."""
     from assurance.trusted import trusted_base
 
-    evaluation = _assess(case, config, plan, db, root).evaluation
+    result = judged(case, config, plan, db, json_out=json_out, root=root)
+    evaluation = result.evaluation
     rows = []
     for g in _goals(evaluation, goal):
         for r in trusted_base(evaluation, g):
@@ -139,7 +141,7 @@ def trusted_base_cmd(case: CaseOption = None, config: ConfigOption = None, plan:
             rows.append({"goal": g, "id": r.id, "text": r.text, "source": r.source, "status": r.status,
                          "rationale": r.rationale, "review": review})
     if json_out:
-        emit_json(rows)
+        emit_json({"items": rows, "judged": judged_json(result)})
         return
     for row in rows:
         state = row["review"]["state"] if row["review"] else "unreviewed"
@@ -152,21 +154,29 @@ def whatif_cmd(distrust: Annotated[list[str], typer.Option(
                    "--distrust", help="Solution id to distrust (repeat the option, or separate ids with commas).")],
                case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None,
                db: DbOption = None, root: RootOption = None, json_out: JsonOption = False) -> None:
-    """List the claims that lose support if the given items are distrusted."""
+    """List the claims that lose support if the given items are distrusted.
+
+    Exit 1 when the primary claim loses support, as `bitcase check` fails.
+    """
     from assurance.trusted import whatif
 
-    evaluation = _assess(case, config, plan, db, root).evaluation
+    result = judged(case, config, plan, db, json_out=json_out, root=root)
+    evaluation = result.evaluation
     try:
         outcome = whatif(evaluation, [i.strip() for value in distrust for i in value.split(",") if i.strip()])
     except (KeyError, ValueError) as exc:
         fail(str(exc).strip("'\""), hint="trusted items: see `bitcase trusted-base`")
+    top_loses = any(c.id == evaluation.top for c in outcome.lost)
     if json_out:
-        emit_json(outcome.to_json())
-        return
-    for change in outcome.lost:
-        typer.echo(f"{change.id}\t{change.before} -> {change.after}")
-    err_console.print(f"{len(outcome.lost)} claim(s) lose support without {', '.join(outcome.distrusted)}",
-                      highlight=False, soft_wrap=True)
+        emit_json({**outcome.to_json(), "top": evaluation.top, "top_loses_support": top_loses,
+                   "judged": judged_json(result)})
+    else:
+        for change in outcome.lost:
+            typer.echo(f"{change.id}\t{change.before} -> {change.after}")
+        err_console.print(f"{len(outcome.lost)} claim(s) lose support without {', '.join(outcome.distrusted)}",
+                          highlight=False, soft_wrap=True)
+    if top_loses:
+        raise typer.Exit(EXIT_FINDINGS)
 
 
 class ExportFormat(str, Enum):
@@ -182,9 +192,14 @@ def export(format: Annotated[ExportFormat, typer.Option("--format", help="json (
     from assurance.export import to_sarif
     from assurance.scope import paused_gc
 
-    evaluation = _assess(case, config, plan, db, root).evaluation
+    result = judged(case, config, plan, db, json_out=False, root=root)
+    evaluation = result.evaluation
     with paused_gc():
-        document = to_sarif(evaluation) if format is ExportFormat.sarif else evaluation.to_json()
+        if format is ExportFormat.sarif:
+            document = to_sarif(evaluation)
+            document["runs"][0]["properties"]["judged"] = judged_json(result)
+        else:
+            document = {**evaluation.to_json(), "judged": judged_json(result)}
         text = json.dumps(document, sort_keys=True, ensure_ascii=False) + "\n"  # compact: C encoder, large cases
     if out is None:
         typer.echo(text, nl=False)

@@ -10,7 +10,7 @@ import typer
 
 from rich.markup import escape
 
-from assurance.cli._common import EXIT_FINDINGS, EXIT_USAGE, BitcaseError, DbOption, JsonOption, err_console
+from assurance.cli._common import EXIT_FINDINGS, BitcaseError, DbOption, JsonOption, err_console
 
 db_app = typer.Typer(name="db", help="Create, migrate and inspect the evidence store's schema.",
                      no_args_is_help=True)
@@ -18,7 +18,7 @@ db_app = typer.Typer(name="db", help="Create, migrate and inspect the evidence s
 
 @contextmanager
 def store_errors() -> Iterator[None]:
-    """Report store and input errors as a clear message with exit code 2 (no traceback).
+    """Report store and input errors as a clear message with exit code 2 (1: a damaged store; no traceback).
 
     Printed unwrapped and unstyled inside, so file paths and field names stay copyable.
     """
@@ -28,7 +28,7 @@ def store_errors() -> Iterator[None]:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
         if exc.hint:
             err_console.print(f"[dim]hint:[/] {escape(exc.hint)}", soft_wrap=True, highlight=False)
-        raise typer.Exit(EXIT_USAGE) from None
+        raise typer.Exit(exc.exit_code) from None
 
 
 @db_app.command("upgrade")

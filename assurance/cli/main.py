@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from assurance.cli._common import BitcaseError, EXIT_USAGE, err_console
+from assurance.cli._common import BitcaseError, err_console
 
 
 
@@ -96,4 +96,4 @@ def main() -> None:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         if exc.hint:
             err_console.print(f"[dim]hint:[/] {escape(exc.hint)}", highlight=False, soft_wrap=True)
-        raise SystemExit(EXIT_USAGE) from None
+        raise SystemExit(exc.exit_code) from None

@@ -12,7 +12,7 @@ from assurance.cli._common import EXIT_FINDINGS, EXIT_USAGE, DbOption, err_conso
 
 ConfigOption = Annotated[str | None, typer.Option(
     "--config", help="Only this deployment configuration D: a digest or unique prefix, `latest` or `current` "
-                     "(default: every D in the store, each in its own section).")]
+                     "(default: the case's or the project's pin, else every D in the store, each in its own section).")]
 _UNSUPPORTED = ("defeated", "incomplete")
 _DIAGRAM_FORMATS = (".svg", ".png", ".dot")
 
@@ -32,9 +32,12 @@ def report(
 ) -> None:
     """Write one self-contained HTML report (OUT/report.html) and print its path.
 
-    One section per deployment configuration in the store. Exits 1 when a top claim is not
+    One section per deployment configuration judged (--config, else the case's or the project's
+    pin, else every D in the store). The store's hash chain is verified first: a broken chain
+    exits 1 naming the first bad row and writes nothing. Exits 1 when a top claim is not
     supported (defeated or incomplete) under some configuration, after writing the report.
     """
+    from assurance.export import tool_version
     from assurance.render.adapter import report_model
     from assurance.render.html import RenderOptions, write_report
     from assurance.render.loading import load_state
@@ -47,7 +50,9 @@ def report(
         state = load_state(db=db, case_path=resolve_case_path(case, db), config=config, plan=plan, root=root)
         model = report_model([(s.evaluation, s.fields, s.notes) for s in state.scopes], evidence=state.evidence,
                              reviews=state.reviews, store_ref=state.store_ref, case_ref=state.case_ref,
-                             case_digest=state.case_digest)
+                             case_digest=state.case_digest, chain=state.chain, tool_version=tool_version())
+    err_console.print(f"D: {state.chosen_because}", highlight=False, markup=False, soft_wrap=True)
+    err_console.print(model.chain_summary, highlight=False, markup=False, soft_wrap=True)
     try:
         path = write_report(model, out, RenderOptions(template_dir=templates, with_diagram=not no_diagram))
     except OSError as exc:
@@ -88,11 +93,19 @@ def diagram(
     if suffix not in _DIAGRAM_FORMATS:
         fail(f"cannot tell the diagram format from {out.name!r}",
              hint="name the output file with .svg, .png or .dot")
+    from assurance.pinning import case_pin, project_pin
+    from assurance.render.atomic import write_atomic
+    from assurance.settings import load_settings
+
     with user_errors():
-        state = load_state(db=db, case_path=resolve_case_path(case, db), config=config or "latest", plan=plan,
+        case_path = resolve_case_path(case, db)
+        pin = None if config else (case_pin(case_path) or project_pin(load_settings(db=db).home))
+        state = load_state(db=db, case_path=case_path, config=config or (pin.spec if pin else "latest"), plan=plan,
                            root=root)
     chosen = state.scopes[0]
-    err_console.print(f"drawing under D {chosen.evaluation.deployment_digest}", highlight=False)
+    why = state.chosen_because if config or pin else "no --config and nothing pinned: `latest`, the newest in the store"
+    err_console.print(f"drawing under D {chosen.evaluation.deployment_digest} ({why})", highlight=False,
+                      markup=False, soft_wrap=True)
     scope = scope_model(chosen.evaluation, deployment_fields=chosen.fields, evidence=state.evidence,
                         reviews=state.reviews, notes=chosen.notes)
     try:
@@ -101,16 +114,13 @@ def diagram(
         ids = sorted(n.node_id for n in scope.nodes if n.kind in ("goal", "strategy"))
         fail(f"--focus {focus!r} is not a node of the case",
              hint="claims you can focus on: " + ", ".join(ids[:20]) + (" …" if len(ids) > 20 else ""))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if suffix == ".dot":
-        out.write_text(dot_text, encoding="utf-8")
-        typer.echo(str(out))
-        return
     try:
-        out.write_bytes(run_dot(dot_text, suffix[1:]))
+        write_atomic(out, dot_text.encode("utf-8") if suffix == ".dot" else run_dot(dot_text, suffix[1:]))
+    except OSError as exc:
+        fail(f"cannot write {out}: {exc.strerror or exc}", hint="pass a path in a writable directory")
     except DotMissingError:
         dot_path = out.with_suffix(".dot")
-        dot_path.write_text(dot_text, encoding="utf-8")
+        write_atomic(dot_path, dot_text.encode("utf-8"))
         fail(f"Graphviz 'dot' is not installed, so {out.name} was not drawn; wrote the DOT source to {dot_path}",
              hint=f"{INSTALL_HINT}, then run this command again (or `dot -T{suffix[1:]} {dot_path}`)",
              code=EXIT_USAGE)

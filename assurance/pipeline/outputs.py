@@ -17,10 +17,12 @@ def render_outputs(*, db_url: str, case_path: Path, out_dir: Path, deployment_di
     from assurance.render.html import RenderOptions, write_report
     from assurance.render.loading import load_state
 
-    state = load_state(db=db_url, case_path=case_path)
+    from assurance.export import tool_version
+
+    state = load_state(db=db_url, case_path=case_path, pinned=False)
     model = report_model([(s.evaluation, s.fields, s.notes) for s in state.scopes], evidence=state.evidence,
                          reviews=state.reviews, store_ref=state.store_ref, case_ref=state.case_ref,
-                         case_digest=state.case_digest)
+                         case_digest=state.case_digest, chain=state.chain, tool_version=tool_version())
     report = write_report(model, out_dir, RenderOptions())
     chosen = next(s for s in state.scopes if s.evaluation.deployment_digest == deployment_digest)
     scope = scope_model(chosen.evaluation, deployment_fields=chosen.fields, evidence=state.evidence,

@@ -74,19 +74,23 @@ def prepare_model(options: AssureOptions, say: Callable[[str], None]) -> Path:
 
 
 def _obligation_statuses(options: AssureOptions, deployment) -> tuple[dict[str, str], Any, list[str]]:
-    """Evaluate the case under D from the store; map every obligation id to its derived status."""
+    """Evaluate the case under D from the store; map every obligation id to its derived status.
+
+    The store is read through its verified chain: a broken chain stops the run (exit 1) naming the first bad row.
+    """
     from assurance.scope import DeploymentChoice, evaluate_under, paused_gc
-    from evidence_db.reviews import list_reviews
+    from evidence_db.errors import StoreDamaged
     from evidence_db.session import open_session
-    from evidence_db.store import count_elsewhere, load_evidence
+    from evidence_db.verified_read import chain_summary, read_verified
 
     with paused_gc(), open_session(options.db_url) as session:
-        evidence = load_evidence(session=session, deployment_digest=deployment.digest)
-        elsewhere = count_elsewhere(session=session, deployment_digest=deployment.digest)  # rule R7
-        reviews = list_reviews(session=session)
+        store = read_verified(session=session, deployment_digest=deployment.digest)
+    if not store.chain.is_intact:
+        raise StoreDamaged(f"the store fails verification: {chain_summary(store.chain_json())}",
+                           hint="`bitcase audit verify` lists every bad row; restore the store from a backup")
     choice = DeploymentChoice(deployment.digest, dict(deployment.fields), "bitcase assure")
-    evaluation, notes = evaluate_under(options.case_path, choice, evidence=evidence, reviews=reviews,
-                                       elsewhere=elsewhere)
+    evaluation, notes = evaluate_under(options.case_path, choice, evidence=store.evidence, reviews=store.reviews,
+                                       elsewhere=store.elsewhere)
     statuses = {o.id: o.status for n in evaluation.nodes.values() for o in n.obligations}
     return statuses, evaluation, notes
 

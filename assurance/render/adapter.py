@@ -82,8 +82,14 @@ def scope_model(evaluation: Evaluation, *, deployment_fields: Mapping[str, Any],
 
 def report_model(evaluations: Sequence[tuple[Evaluation, Mapping[str, Any], Sequence[str]]], *,
                  evidence: Sequence[EvidenceView], reviews: Sequence[ReviewView], store_ref: str,
-                 case_ref: str = "", case_digest: str = "") -> ReportModel:
-    """The whole report: one scope per (evaluation, D's fields, notes), in the given order."""
+                 case_ref: str = "", case_digest: str = "", chain: Mapping[str, Any] | None = None,
+                 tool_version: str = "") -> ReportModel:
+    """The whole report: one scope per (evaluation, D's fields, notes), in the given order.
+
+    ``chain`` is the hash chain check the views were read under (``VerifiedStore.chain_json()``).
+    """
+    from evidence_db.verified_read import chain_summary
+
     if not evaluations:
         raise ValueError("no deployment configuration to report on")
     case = evaluations[0][0].case
@@ -91,4 +97,7 @@ def report_model(evaluations: Sequence[tuple[Evaluation, Mapping[str, Any], Sequ
                    for ev, fields, notes in evaluations)
     as_of = max((i.produced_at for s in scopes for i in s.evidence), default="")
     return ReportModel(title=case.title or f"Assurance case {case.id}", case_ref=case_ref or case.location,
-                       case_digest=case_digest, store_ref=store_ref, scopes=scopes, as_of=as_of)
+                       case_digest=case_digest, store_ref=store_ref, scopes=scopes, as_of=as_of,
+                       chain_summary=chain_summary(chain) if chain else "",
+                       chain_head=f"seq {chain['head']['seq']} {chain['head']['digest']}" if chain else "",
+                       verified_at=chain["verified_at"] if chain else "", tool_version=tool_version)

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from markupsafe import Markup
 
+from assurance.render.atomic import write_atomic
 from assurance.render.context import index_data, report_context
 from assurance.render.diagram import dot_source
 from assurance.render.environment import make_environment, read_asset
@@ -88,18 +87,4 @@ def render_report_html(model: ReportModel, options: RenderOptions = RenderOption
 def write_report(model: ReportModel, out_dir: Path, options: RenderOptions = RenderOptions()) -> Path:
     """Render ``model`` into ``out_dir/report.html`` atomically and return that path."""
     html = render_report_html(model, options)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / REPORT_FILENAME
-    fd, tmp = tempfile.mkstemp(prefix=".report.", suffix=".html", dir=out_dir)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="strict") as f:
-            f.write(html)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a report is meant to be shared
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return write_atomic(Path(out_dir) / REPORT_FILENAME, html.encode("utf-8", errors="strict"))

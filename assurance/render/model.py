@@ -123,6 +123,12 @@ class ReportModel:
     store_ref: str  # the store, without credentials
     scopes: tuple[ScopeModel, ...]
     as_of: str = ""  # latest evidence time (never the wall clock, so reports are reproducible)
+    # The hash chain check the report was built from: a line of text, the head digest, and when it
+    # ran (the one wall-clock time in a report: an auditor needs to know when the store was checked).
+    chain_summary: str = ""
+    chain_head: str = ""
+    verified_at: str = ""
+    tool_version: str = ""  # the bitcase that built the report
 
     def __post_init__(self) -> None:
         if not self.scopes:

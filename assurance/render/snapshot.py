@@ -162,5 +162,5 @@ def load_snapshot(ref: str, *, case_path: Path | None, plan: str | None = None) 
             raise BitcaseError(f"{ref}: not valid JSON ({exc})",
                                hint="pass the output of `bitcase export --format json`") from None
         return snapshot_from_json(value, source=ref)
-    state = load_state(db=ref, case_path=resolve_case_path(case_path, ref), plan=plan)
+    state = load_state(db=ref, case_path=resolve_case_path(case_path, ref), plan=plan, pinned=False)
     return snapshot_from_state(state, source=ref)

@@ -53,21 +53,36 @@ def store(empty_store, tmp_path):
     return path
 
 
+def pinned(case_text, digest):
+    """The case with its gate pinned to ``digest`` in the [case] table."""
+    return case_text.replace('top = "G.top"', f'top = "G.top"\ndeployment = "{digest}"', 1)
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("BITCASE_HOME", str(tmp_path / "home"))  # no project file unless a test writes one
+    return tmp_path / "home"
+
+
 @pytest.fixture
 def case_file(tmp_path):
     path = tmp_path / "mini.toml"
-    path.write_text(MINI_CASE)
+    path.write_text(pinned(MINI_CASE, CPU.digest))
     return path
 
 
-def test_status_json_under_the_latest_deployment(store, case_file):
+def test_status_json_under_the_pinned_deployment(store, case_file):
     result = invoke("status", "--db", store, "--case", case_file, "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["deployment_digest"] == CPU.digest and doc["tops"] == [{"id": "G.top", "status": "supported-under-trust"}]
     statuses = {n["id"]: n["status"] for n in doc["nodes"]}
     assert statuses["kernel.mm.contract"] == "verified" and statuses["suite.batch"] == "tested"
-    assert "latest in the store" in result.stderr
+    assert f"pinned by the case ({case_file}, [case] deployment)" in result.stderr
+    assert doc["judged"]["deployment"] == {"digest": CPU.digest,
+                                           "chosen_because": f"pinned by the case ({case_file}, [case] deployment)"}
+    assert doc["judged"]["chain"]["intact"] is True and doc["judged"]["chain"]["head"]["seq"] == 2
+    assert "hash chain intact: 2 rows" in result.stderr
 
 
 def test_status_tree_for_people(store, case_file):
@@ -79,8 +94,9 @@ def test_status_tree_for_people(store, case_file):
 
 def test_config_selects_a_deployment_by_prefix(store, case_file):
     ingest(store, [record("proof-gpu", "kernel.mm.contract", deployment=GPU)])
-    latest = json.loads(invoke("status", "--db", store, "--case", case_file, "--json").stdout)
-    assert latest["deployment_digest"] == GPU.digest
+    latest = invoke("status", "--db", store, "--case", case_file, "--json", "--config", "latest")
+    assert json.loads(latest.stdout)["deployment_digest"] == GPU.digest
+    assert "--config: `latest`, the latest in the store" in latest.stderr
     chosen = invoke("status", "--db", store, "--case", case_file, "--json", "--config", CPU.digest[7:19])
     assert json.loads(chosen.stdout)["deployment_digest"] == CPU.digest
     unknown = invoke("status", "--db", store, "--case", case_file, "--config", "ffffffff")
@@ -98,7 +114,13 @@ def test_check_gates_on_reviews_and_failures(store, case_file):
     result = invoke("check", "--db", store, "--case", case_file)
     assert result.exit_code == 1 and result.stdout.splitlines() == [
         "trusted.compiler\ttrusted-unreviewed\ttrusted item review is unreviewed"]
-    assert invoke("check", "--db", store, "--case", case_file, "--accept-unreviewed").exit_code == 0
+    waiving = invoke("check", "--db", store, "--case", case_file, "--accept-unreviewed", "--json")
+    assert waiving.exit_code == 0, waiving.output
+    assert json.loads(waiving.stdout)["waived"] == [
+        {"goal": "G.top", "node": "trusted.compiler", "status": "trusted-unreviewed",
+         "message": "trusted item review is unreviewed"}]
+    assert "waived by --accept-unreviewed: trusted.compiler" in invoke(
+        "check", "--db", store, "--case", case_file, "--accept-unreviewed").stderr
     ingest(store, [record("batch-2", "suite.batch", "test_result", "fail", details={"first_mismatch": 17})])
     failed = invoke("check", "--db", store, "--case", case_file, "--accept-unreviewed", "--json")
     doc = json.loads(failed.stdout)
@@ -125,13 +147,20 @@ def test_check_rejects_an_unknown_goal(store, case_file):
 
 
 def test_trusted_base_and_whatif(store, case_file):
-    base = json.loads(invoke("trusted-base", "--db", store, "--case", case_file, "--json").stdout)
+    doc = json.loads(invoke("trusted-base", "--db", store, "--case", case_file, "--json").stdout)
+    base = doc["items"]
     assert [(r["id"], r["review"]["state"]) for r in base] == [("trusted.compiler", "unreviewed")]
     assert base[0]["review"]["current_digest"].startswith("sha256:")
+    assert doc["judged"]["deployment"]["digest"] == CPU.digest and doc["judged"]["chain"]["intact"]
     result = invoke("whatif", "--db", store, "--case", case_file, "--distrust", "trusted.compiler,suite.batch")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # the top claim loses support: a finding, as `check` reports
     assert result.stdout.splitlines() == ["G.top\tsupported-under-trust -> incomplete",
                                           "S.split\tsupported-under-trust -> incomplete"]
+    as_json = json.loads(invoke("whatif", "--db", store, "--case", case_file, "--distrust", "trusted.compiler",
+                                "--json").stdout)
+    assert as_json["top_loses_support"] is True and as_json["judged"]["deployment"]["digest"] == CPU.digest
+    nothing_lost = invoke("whatif", "--db", store, "--case", case_file, "--distrust", "C.d")
+    assert nothing_lost.exit_code == 2  # a context is not a solution
     bad = invoke("whatif", "--db", store, "--case", case_file, "--distrust", "trusted.nope")
     assert bad.exit_code == 2 and "trusted.nope" in bad.stderr
 
@@ -172,14 +201,14 @@ def test_without_any_deployment_status_exits_2(empty_store, tmp_path, case_file,
     monkeypatch.setattr(assurance.scope, "engine_deployment", lambda: (None, "no engine here"))
     path = tmp_path / "e.db"
     shutil.copyfile(empty_store, path)
-    result = invoke("status", "--db", path, "--case", case_file)
+    result = invoke("status", "--db", path, "--case", case_file, "--config", "latest")
     assert result.exit_code == 2 and "no deployment configuration" in result.stderr
     assert "no engine here" in result.stderr
 
 
 def test_an_invalid_case_exits_2(store, tmp_path):
     bad = tmp_path / "bad.toml"
-    bad.write_text(MINI_CASE.replace('top = "G.top"', 'top = "G.nope"'))
+    bad.write_text(pinned(MINI_CASE, CPU.digest).replace('top = "G.top"', 'top = "G.nope"'))
     result = invoke("status", "--db", store, "--case", bad)
     assert result.exit_code == 2 and "G.nope" in result.stderr
 
@@ -191,5 +220,6 @@ def test_init_creates_the_store_and_copies_the_case(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["case_copied"] is True and (tmp_path / "home" / "case.toml").is_file() and db.is_file()
+    assert 'deployment = "current"' in (tmp_path / "home" / "project.toml").read_text()  # the copy's gate D
     again = json.loads(invoke("init", "--db", db, "--json").stdout)
     assert again["case_copied"] is False

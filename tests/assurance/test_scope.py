@@ -12,8 +12,8 @@ B = DeploymentView("sha256:" + "ac" * 32, {"device": "cuda"}, "2026-10-02T00:00:
 
 
 def test_latest_is_the_newest_in_the_store():
-    assert choose_deployment(None, [A, B]).digest == B.digest
-    assert choose_deployment("latest", [A, B]).source == "latest in the store"
+    assert choose_deployment("latest", [A, B]).digest == B.digest
+    assert choose_deployment("latest", [A, B], why="asked").source == "asked: `latest`, the latest in the store"
 
 
 def test_digest_prefixes_must_be_unique():
@@ -25,6 +25,7 @@ def test_digest_prefixes_must_be_unique():
         choose_deployment("ffff", [A, B])
     full = "sha256:" + "f" * 64
     assert choose_deployment(full, [A]) == DeploymentChoice(full, None, "--config (not in the store)")
+    assert choose_deployment("abab", [A, B], why="pinned by the case").source == "pinned by the case"
 
 
 def test_current_asks_the_engine_and_prefers_the_stored_fields(monkeypatch):
@@ -32,7 +33,8 @@ def test_current_asks_the_engine_and_prefers_the_stored_fields(monkeypatch):
     monkeypatch.setattr(scope, "engine_deployment", lambda: (engine, ""))
     chosen = choose_deployment("current", [A, B])
     assert chosen.digest == A.digest and chosen.fields == {"device": "cpu"} and "engine" in chosen.source
-    assert choose_deployment("current", [B]) == engine
+    assert choose_deployment("current", [B]) == DeploymentChoice(
+        engine.digest, engine.fields, "--config: `current`, the engine's current configuration")
     monkeypatch.setattr(scope, "engine_deployment", lambda: (None, "ImportError: no torch"))
     with pytest.raises(BitcaseError, match="no torch"):
         choose_deployment("current", [A])

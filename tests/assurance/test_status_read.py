@@ -12,7 +12,7 @@ from evidence_db.engine import create_store_engine
 from evidence_db.migrate import ensure_store
 from evidence_db.reviews import list_reviews
 from evidence_db.session import open_session
-from evidence_db.store import ingest_records, list_deployments, load_evidence
+from evidence_db.store import count_elsewhere, ingest_records, list_deployments, load_evidence
 
 PRODUCER = Producer("bitcase test", "1", "pytest", "host", "cpu", "2026-10-31T00:00:00Z", "2026-10-31T00:00:01Z")
 CPU = Deployment({"device": "cpu"})
@@ -100,7 +100,7 @@ def store(request, tmp_path_factory):
 @pytest.mark.parametrize("config", [CPU.digest, GPU.digest, "sha256:" + "f" * 64])
 def test_status_read_equals_the_whole_store_read(store, config):
     url, case = store
-    lean = assess(db=url, case_path=case, config=config).evaluation
+    lean = assess(db=url, case_path=case, home=case.parent / "home", config=config).evaluation
     with open_session(url) as session:
         choice = choose_deployment(config, list_deployments(session=session))
         everything, reviews = load_evidence(session=session), list_reviews(session=session)
@@ -111,7 +111,7 @@ def test_status_read_equals_the_whole_store_read(store, config):
 
 def test_what_the_status_read_keeps(store):
     url, case = store
-    evaluation = assess(db=url, case_path=case, config=CPU.digest).evaluation
+    evaluation = assess(db=url, case_path=case, home=case.parent / "home", config=CPU.digest).evaluation
     statuses = {n: r.status for n, r in evaluation.nodes.items()}
     assert statuses == {"G.top": "defeated", "kernel.mm.contract": "verified", "suite.batch": "tested",
                         "suite.chunk": "stale", "suite.prefix": "failed", "suite.schedule": "tested"}
@@ -120,3 +120,18 @@ def test_what_the_status_read_keeps(store):
         ("prefix-bad", {"first_mismatch": 17, "max_abs_diff": 0.5})]
     assert "2 item(s) exist only under other deployment configurations" in evaluation.node("suite.chunk").reasons
     assert evaluation.unclaimed_obligations == {"suite.unclaimed": 1}
+
+
+def test_the_verified_read_gives_the_plain_reads_views(store):
+    from evidence_db.verified_read import read_verified
+
+    url, _ = store
+    with open_session(url) as session:
+        verified = read_verified(session=session)
+        assert verified.chain.is_intact and verified.chain.num_rows == len(RECORDS) + 1
+        assert verified.evidence == load_evidence(session=session)
+        assert verified.reviews == list_reviews(session=session)
+        lean = read_verified(session=session, deployment_digest=CPU.digest, with_details=False)
+        assert lean.evidence == [v for v in load_evidence(session=session, with_details=False)
+                                 if v.deployment_digest == CPU.digest]
+        assert lean.elsewhere == count_elsewhere(session=session, deployment_digest=CPU.digest)

@@ -73,9 +73,9 @@ TAMPERING = {
     "rows reordered": ((2, "evidence", "proof:matmul:3", "link to the previous row is broken"),
                        ["CREATE TEMPORARY TABLE moved AS SELECT * FROM subjects WHERE evidence_seq IN (2, 4)",
                         "DELETE FROM subjects WHERE evidence_seq IN (2, 4)",
-                        "UPDATE evidence_items SET seq = -seq WHERE seq IN (2, 4)",
-                        "UPDATE evidence_items SET seq = 4 WHERE seq = -2",
-                        "UPDATE evidence_items SET seq = 2 WHERE seq = -4",
+                        "UPDATE evidence_items SET seq = seq + 1000 WHERE seq IN (2, 4)",
+                        "UPDATE evidence_items SET seq = 4 WHERE seq = 1002",
+                        "UPDATE evidence_items SET seq = 2 WHERE seq = 1004",
                         "INSERT INTO subjects SELECT 6 - evidence_seq, position, uri, sha256 FROM moved"]),
     "chain digest edited": ((7, "evidence", "proof:matmul:5", "chain digest was altered"),
                             [f"UPDATE evidence_items SET chain_digest = {OTHER} WHERE seq = 7"]),
@@ -84,7 +84,7 @@ TAMPERING = {
     "review deleted": ((6, "missing", "", "deleted"), ["DELETE FROM reviews"]),
     "review decision flipped": ((6, "review", "T_triton", "content was edited"),
                                 ["UPDATE reviews SET decision = 'reject'"]),
-    "head rewound": ((8, "head", "", "added outside bitcase"), ["UPDATE chain_heads SET seq = 7"]),
+    "head rewound": ((7, "head", "", "does not match the last row"), ["UPDATE chain_heads SET seq = 7"]),
     "head edited": ((8, "head", "", "does not match the last row"), [f"UPDATE chain_heads SET chain_digest = {OTHER}"]),
 }
 

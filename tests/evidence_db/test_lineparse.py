@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from evidence_db import lineparse
 from evidence_db.canonical import canonical_json
+from evidence_db.unique_keys import DuplicateKey
 from evidence_db.lineparse import LineParser, loads_utf8
 from tests.evidence_db.factories import record_dict
 
@@ -51,12 +52,18 @@ def test_deployment_text_nested_elsewhere_is_not_mistaken_for_the_record_deploym
     assert parser.parse(top_null) == json.loads(top_null)
 
 
-def test_duplicate_deployment_keys_parse_like_json_loads() -> None:
+def test_duplicate_keys_are_refused_even_where_a_known_text_is_swapped_out() -> None:
     parser = LineParser()
     line = canonical_json(record_dict(0)).encode()
     parser.parse(line)
     duplicate = line[:-1] + b',"deployment":{"fields":{},"digest":"x"}}'
-    assert parser.parse(duplicate) == json.loads(duplicate)
+    with pytest.raises(DuplicateKey, match="'deployment'"):
+        parser.parse(duplicate)
+    nested = line[:-1] + b',"extra":{"k":1,"k":2}}'  # the reduced path: the deployment text is known
+    with pytest.raises(DuplicateKey, match="'k'"):
+        parser.parse(nested)
+    colons = line[:-1] + b',"extra":"a\\":b\\" : c"}'  # a string holding ": is counted, not taken for a key
+    assert parser.parse(colons) == json.loads(colons)
 
 
 TRICKY_LINES = [

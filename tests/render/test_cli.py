@@ -82,6 +82,27 @@ def test_diagram_errors(store, case_file, tmp_path, monkeypatch):
     assert not (tmp_path / "d.png").exists()
 
 
+def test_diagram_replaces_a_symlink_instead_of_writing_through_it(store, case_file, tmp_path):
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me")
+    link = tmp_path / "d.dot"
+    link.symlink_to(precious)
+    result = invoke("diagram", "--db", store, "--case", case_file, "--out", link)
+    assert result.exit_code == 0, result.output
+    assert precious.read_text() == "keep me"  # the link's target is untouched
+    assert not link.is_symlink() and link.read_text(encoding="utf-8").startswith("digraph")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".d.dot")) == []  # no temporary left
+    unwritable = invoke("diagram", "--db", store, "--case", case_file, "--out", case_file / "x.dot")
+    assert unwritable.exit_code == 2 and "cannot write" in unwritable.stderr
+
+
+def test_report_shows_the_chain_check_and_the_version(store, case_file, tmp_path):
+    result = invoke("report", "--db", store, "--case", case_file, "--out", tmp_path / "o", "--no-diagram")
+    html = (tmp_path / "o" / "report.html").read_text(encoding="utf-8")
+    assert "Evidence store hash chain: hash chain intact:" in html and "data-chain-verified-at=" in html
+    assert " · bitcase " in html and "hash chain intact" in result.stderr
+
+
 def test_review_add_pins_and_shows_in_list_and_report(store, case_file, tmp_path):
     result = invoke("review", "add", "T.gpu", "--decision", "accept", "--by", "alice", "--rationale", "checked",
                     "--db", store, "--case", case_file, "--json")

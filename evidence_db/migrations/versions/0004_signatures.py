@@ -40,6 +40,7 @@ def upgrade() -> None:
         sa.Column("content_digest", DIGEST, nullable=False),
         sa.Column("prev_chain_digest", DIGEST, nullable=False),
         sa.Column("chain_digest", DIGEST, nullable=False),
+        sa.CheckConstraint("seq >= 1", name=op.f("ck_bundle_signatures_seq_positive")),
         sa.PrimaryKeyConstraint("seq", name=op.f("pk_bundle_signatures")),
         sa.UniqueConstraint("content_digest", name=op.f("uq_bundle_signatures_content_digest")),
     )
