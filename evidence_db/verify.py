@@ -132,8 +132,8 @@ class ChainWalk:
             hi = min(lo + WINDOW_ROWS, head_seq + 1)
             window = ChainWindow()
             reviews = read_reviews(self._session, lo, hi, window.reviews)
-            for seq, entry in signature_window(self._session, lo, hi).items():  # checked like reviews
-                reviews.setdefault(seq, []).append(entry)
+            for seq, (kind, key, recomputed, content, prev, chain) in signature_window(self._session, lo, hi).items():
+                reviews.setdefault(seq, []).append((kind, key, edited(recomputed, content), content, prev, chain))
             self._evidence_window(lo, hi, window, reviews)
             yield window
             if len(self._faults) >= MAX_FAULTS:
