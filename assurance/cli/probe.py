@@ -169,6 +169,9 @@ def probe(
                       soft_wrap=True)
     for note in run.backend.notes:
         err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+    if db is not None:  # claims are judged under one pinned D; this run's is the one to name
+        err_console.print(f"judge it: bitcase check --case assurance/cases/external.toml --db {db} "
+                          f"--config {run.deployment.digest}", highlight=False, soft_wrap=True, markup=False)
     if json_output:
         emit_json(summary)
     else:

@@ -32,8 +32,11 @@ def test_clean_probe_feeds_the_external_case(fake_server, store, tmp_path):
     assert {s["status"] for s in summary["scenarios"].values()} == {"pass"}
     assert summary["records"] == len(bundle.read_text().splitlines()) == 17
     assert summary["requests_per_s"] > 0 and summary["resolution"] == "token ids and top-20 float32 logprobs"
-    assert invoke("status", "--case", CASE, "--db", store).exit_code == 0
-    check = invoke("check", "--case", CASE, "--db", store, "--json")
+    d = summary["deployment_digest"]
+    assert f"--config {d}" in result.stderr  # the probe names the D to judge
+    assert invoke("status", "--case", CASE, "--db", store).exit_code == 2  # no D pinned for the external case
+    assert invoke("status", "--case", CASE, "--db", store, "--config", d).exit_code == 0
+    check = invoke("check", "--case", CASE, "--db", store, "--config", d, "--json")
     assert check.exit_code == 0 and json.loads(check.stdout)["passed"] is True
     report = invoke("report", "--case", CASE, "--db", store, "--out", tmp_path / "report")
     assert report.exit_code == 0, report.output
@@ -57,7 +60,8 @@ def test_a_counterexample_exits_1_and_fails_the_case(fake_server, store):
         result = invoke("probe", url, *SMALL, "--scenario", "concurrent", "--db", store)
     assert result.exit_code == 1, result.output
     assert "concurrent: counterexample" in result.stdout
-    status = invoke("status", "--case", CASE, "--db", store, "--json")
+    d = result.stderr.split("--config ")[1].split()[0]
+    status = invoke("status", "--case", CASE, "--db", store, "--config", d, "--json")
     assert status.exit_code == 1
     nodes = {n["id"]: n["status"] for n in json.loads(status.stdout)["nodes"]}
     assert nodes["probe.batch"] == "failed" and nodes["G.determinism"] == "defeated"
