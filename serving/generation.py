@@ -1,7 +1,7 @@
 """One HTTP request's engine requests (its choices), their events, stop strings and cancellation.
 
 Every choice is one engine request; all of an HTTP request's choices are submitted together
-and report into one asyncio queue, fed from the engine thread with ``call_soon_threadsafe``.
+and report into one asyncio queue, fed from the engine loop's reader thread with ``call_soon_threadsafe``.
 A choice whose text reaches a stop string is cancelled in the engine at once. Whatever ends the
 handler (a finished response, a client that went away, an error) cancels what is unfinished.
 """
@@ -171,7 +171,7 @@ class Generation:
             self.engine_loop.cancel(self.request_ids[index])
 
     async def digests(self, index: int) -> list[str]:
-        """The row digests of a choice's tokens (computed off the engine thread)."""
+        """The row digests of a choice's tokens (they arrive after their tokens)."""
         return [await row_digest(f) for f in self.choices[index].digests]
 
 
