@@ -70,7 +70,10 @@ class EngineLoop:
         self._on_status = on_status
         self.max_pending = max_pending
         self.metrics = metrics
-        self._lock = threading.Lock()  # guards the fields below and the command pipe
+        # the reader thread never waits for _sending: a full command pipe (the engine process busy
+        # sending) then cannot stop the reader from draining the events pipe
+        self._sending = threading.Lock()  # the command pipe; taken before _lock, so commands keep their order
+        self._lock = threading.Lock()  # guards the fields below
         self._subs: dict[str, Submission] = {}
         self._digests: dict[tuple[str, int], Future] = {}  # (request id, position): awaited row digests
         self._accepting = False
@@ -115,37 +118,46 @@ class EngineLoop:
 
     def submit(self, subs: list[Submission]) -> None:
         """Queue submissions together, or raise :class:`Overloaded` / :class:`Unavailable`."""
-        with self._lock:
-            if not self._accepting:
-                raise Unavailable(self.unavailable_reason())
-            if len(self._subs) + len(subs) > self.max_pending:
-                raise Overloaded(f"{len(self._subs)} requests are pending and the server queues at most "
-                                 f"{self.max_pending}; retry later")
-            if any(s.request_id in self._subs for s in subs):  # never with server-made ids
-                raise Unavailable("a request id is already in use")
-            for s in subs:
-                self._subs[s.request_id] = s
-            self._send_locked(*[("add", s.request_id, s.prompt_token_ids, s.params, s.num_logprobs,
-                                 s.num_prompt_logprobs) for s in subs])
+        with self._sending:
+            with self._lock:
+                self._register(subs)
+            self._send(*[("add", s.request_id, s.prompt_token_ids, s.params, s.num_logprobs, s.num_prompt_logprobs)
+                         for s in subs])
+
+    def _register(self, subs: list[Submission]) -> None:
+        """Record ``subs`` as pending (with _lock held), or raise."""
+        if not self._accepting:
+            raise Unavailable(self.unavailable_reason())
+        if len(self._subs) + len(subs) > self.max_pending:
+            raise Overloaded(f"{len(self._subs)} requests are pending and the server queues at most "
+                             f"{self.max_pending}; retry later")
+        if any(s.request_id in self._subs for s in subs):  # never with server-made ids
+            raise Unavailable("a request id is already in use")
+        for s in subs:
+            self._subs[s.request_id] = s
 
     def cancel(self, request_id: str) -> None:
         """Cancel a request if it is still unfinished (its sink gets ``Finished('cancelled')``)."""
-        with self._lock:
-            if request_id in self._subs:
-                self._send_locked(("cancel", request_id))
+        with self._sending:
+            with self._lock:
+                unfinished = request_id in self._subs
+            if unfinished:
+                self._send(("cancel", request_id))
 
     def drain(self, timeout_s: float) -> None:
         """Refuse new requests; those unfinished after ``timeout_s`` finish with reason ``abort``."""
-        with self._lock:
-            self._accepting = False
-            self._send_locked(("drain", timeout_s))
+        with self._sending:
+            with self._lock:
+                self._accepting = False
+            self._send(("drain", timeout_s))
 
     def stop(self, *, timeout_s: float) -> None:
         """Abort what is unfinished, end the engine process and wait for it (at most ``timeout_s``)."""
         deadline = time.monotonic() + timeout_s
-        with self._lock:
-            self._accepting, self._stopping = False, True
-            self._send_locked(("stop",))
+        with self._sending:
+            with self._lock:
+                self._accepting, self._stopping = False, True
+            self._send(("stop",))
         if self._reader.is_alive():
             self._reader.join(timeout_s)
         self._process.join(max(0.0, deadline - time.monotonic()))
@@ -169,7 +181,7 @@ class EngineLoop:
         with self._lock:
             return len(self._subs)
 
-    def _send_locked(self, *commands: tuple) -> None:
+    def _send(self, *commands: tuple) -> None:  # with _sending held
         if self.failure is not None or not self._process.is_alive():
             return  # the reader thread fails what is open
         try:
