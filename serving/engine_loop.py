@@ -104,7 +104,12 @@ class EngineLoop:
                     self._process.kill()
                     raise TimeoutError(f"the engine did not start within {timeout_s:.0f} s")
                 continue
-            message = self._events.recv()
+            try:
+                message = self._events.recv()
+            except EOFError:  # it exited before saying why: its error output has the reason
+                self._process.join(5)
+                raise EngineFailed(f"the engine process exited during start-up (exit code "
+                                   f"{self._process.exitcode}); its error output says why") from None
             if message[0] == "status":
                 self._on_status(message[1])
             elif message[0] == "failed":
