@@ -1,4 +1,4 @@
-"""What the engine loop tells a request's handler (torch-free values, built in the loop thread)."""
+"""What the engine loop tells a request's handler: torch-free values, as the engine process sends them."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class Token:
     position: int  # among the request's produced tokens
     token: int
     logprobs: LogprobEntry | None
-    digest: Future  # of the full row's sha256 digest (resolves off the engine thread)
+    digest: Future  # of the full row's sha256 digest (resolves once the engine process sends it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """One HTTP request's engine requests (its choices), their events, stop strings and cancellation.
 
 Every choice is one engine request; all of an HTTP request's choices are submitted together
-and report into one asyncio queue, fed from the engine thread with ``call_soon_threadsafe``.
+and report into one asyncio queue, fed from the engine loop's reader thread with ``call_soon_threadsafe``.
 A choice whose text reaches a stop string is cancelled in the engine at once. Whatever ends the
 handler (a finished response, a client that went away, an error) cancels what is unfinished.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
 from engine.sampling_params import MAX_SEED, SamplingParams
-from serving.engine_loop import EngineLoop, Submission
+from serving.engine_loop import EngineFailed, EngineLoop, Submission
 from serving.events import Failed, Finished, LogprobEntry, PromptLogprobs, Token
 from serving.stops import StopScanner
 from serving.text import TextCodec
@@ -170,14 +170,18 @@ class Generation:
         if cancel:
             self.engine_loop.cancel(self.request_ids[index])
 
-    async def digests(self, index: int) -> list[str]:
-        """The row digests of a choice's tokens (computed off the engine thread)."""
+    async def digests(self, index: int) -> list[str | None]:
+        """The row digests of a choice's tokens (they arrive after their tokens)."""
         return [await row_digest(f) for f in self.choices[index].digests]
 
 
-async def row_digest(future: Any) -> str:
+async def row_digest(future: Any) -> str | None:
     """Await an engine digest future; shielded, since cancelling a wrapped future would cancel the
-    engine's own (whose trace then could not be resolved)."""
-    if future.done():  # the common case once a step has been dispatched: no wrapping, no wake-up
-        return future.result()
-    return await asyncio.shield(asyncio.wrap_future(future))
+    engine loop's own. None when the engine process died before sending it (the choice then ends
+    with finish reason "error")."""
+    try:
+        if future.done():  # the common case once a step has been dispatched: no wrapping, no wake-up
+            return future.result()
+        return await asyncio.shield(asyncio.wrap_future(future))
+    except EngineFailed:
+        return None

@@ -1,6 +1,6 @@
 """Server counters and gauges in the Prometheus text format (version 0.0.4), without a client library.
 
-Updated from the engine thread (steps, engine state) and the HTTP handlers (requests); a lock
+Updated from the engine loop's reader thread (steps, engine state) and the HTTP handlers (requests); a lock
 keeps each update whole. Names follow Prometheus conventions: ``_total`` counters, seconds.
 """
 

@@ -1,6 +1,6 @@
 """Start-up and shutdown of ``bitcase serve``: engine, start-up checks, uvicorn, SIGTERM drain.
 
-Start-up builds the engine in the engine thread (refusing any D other than ``expected_deployment``),
+Start-up builds the engine in the engine process (refusing any D other than ``expected_deployment``),
 runs the runtime configuration checks under the server's own engine configuration and, with a
 store URL, ingests them as ``runtime_config_check`` evidence; a failing check stops the server.
 SIGTERM or Ctrl-C: new requests get 503, running ones may finish for ``drain_timeout_s``, the
@@ -9,6 +9,7 @@ rest end with finish reason ``abort``, then the process exits.
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 import tempfile
@@ -23,7 +24,7 @@ from serving.metrics import Metrics
 from serving.requests import Limits
 from serving.text import load_codec
 
-__all__ = ["ServeSettings", "StartupCheckFailed", "prepare", "run_server", "make_uvicorn"]
+__all__ = ["ServeSettings", "StartupCheckFailed", "start_engine", "prepare", "run_server", "make_uvicorn"]
 
 log = logging.getLogger("bitcase.serve")
 
@@ -76,31 +77,32 @@ def _store(records: list, db_url: str) -> None:
             ingest_paths(session=session, paths=[bundle])
 
 
-def prepare(settings: ServeSettings, *, on_status: Callable[[str], None] = lambda _: None) -> tuple[Any, EngineLoop]:
-    """Start the engine loop (engine built and checked in its thread); the app and the loop."""
+def start_engine(settings: ServeSettings, status: Callable[[str], None]) -> tuple[Any, list[dict[str, Any]]]:
+    """Build the engine (refusing any D but the expected one) and run the start-up checks; in the
+    engine process, so both see the thread count and device the engine runs with."""
     from engine.llm_engine import LLMEngine
 
-    metrics = Metrics()
+    status("loading the engine")
+    engine = LLMEngine(settings.model_dir, settings.config, expected_deployment=settings.expected_deployment)
     checks: list[dict[str, Any]] = []
+    if settings.startup_checks:
+        status("running the runtime configuration checks")
+        checks = _run_checks(engine, settings)
+    return engine, checks
 
-    def make_engine() -> Any:
-        on_status("loading the engine")
-        return LLMEngine(settings.model_dir, settings.config, expected_deployment=settings.expected_deployment)
 
-    def before_serving(engine: Any) -> None:
-        if settings.startup_checks:
-            on_status("running the runtime configuration checks")
-            checks.extend(_run_checks(engine, settings))
-
-    loop = EngineLoop(make_engine, max_pending=settings.max_pending, metrics=metrics, before_serving=before_serving)
+def prepare(settings: ServeSettings, *, on_status: Callable[[str], None] = lambda _: None) -> tuple[Any, EngineLoop]:
+    """Start the engine process (engine built and checked there); the app and the loop."""
+    metrics = Metrics()
+    loop = EngineLoop(functools.partial(start_engine, settings), max_pending=settings.max_pending,
+                      metrics=metrics, on_status=on_status)
     loop.start(timeout_s=settings.startup_timeout_s)
-    engine = loop.engine
+    info = loop.info
     codec = load_codec(settings.model_dir)
     state = ServerState(loop=loop, codec=codec, model_name=settings.model_name or settings.model_dir.resolve().name,
-                        limits=Limits(engine.spec.vocab_size, engine.config.max_model_len,
-                                      tuple(engine.spec.eos_token_ids)),
-                        deployment_digest=engine.deployment.digest, deployment_fields=engine.deployment.fields,
-                        plan_digest=engine.runner.plan.digest, metrics=metrics, startup_checks=checks)
+                        limits=Limits(info.vocab_size, info.max_model_len, info.eos_token_ids),
+                        deployment_digest=info.deployment_digest, deployment_fields=info.deployment_fields,
+                        plan_digest=info.plan_digest, metrics=metrics, startup_checks=info.startup_checks)
     return build_app(state), loop
 
 
@@ -121,9 +123,9 @@ def make_uvicorn(app: Any, loop: EngineLoop, settings: ServeSettings, *, sock: s
 
 
 def run_server(settings: ServeSettings, *, on_status: Callable[[str], None] = lambda _: None) -> None:
-    """Serve until a signal; returns after the drain and the engine thread's end."""
+    """Serve until a signal; returns after the drain and the engine process's end."""
     app, loop = prepare(settings, on_status=on_status)
-    on_status(f"serving under D {loop.engine.deployment.digest}")
+    on_status(f"serving under D {loop.info.deployment_digest}")
     try:
         make_uvicorn(app, loop, settings).run()
     finally:

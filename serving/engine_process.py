@@ -1,0 +1,206 @@
+"""The engine's own process: it builds the engine, steps it, and reports once per step over a pipe.
+
+The HTTP process and the engine share no interpreter lock: the engine's per-step Python (plan,
+sample, commit, logprobs) never waits for the HTTP side's per-token Python, nor the reverse.
+:func:`engine_main` runs in a child started with the ``spawn`` method (CUDA initialises in a
+fresh process). Commands arrive as tuples on ``commands`` and are applied between steps:
+
+- ``("add", request_id, prompt_token_ids, params, num_logprobs, num_prompt_logprobs)``
+- ``("cancel", request_id)``, ``("drain", timeout_s)``, ``("stop",)``
+
+Messages go out on ``events``: ``("status", text)`` and then ``("ready", EngineInfo)`` or
+``("failed", exception)`` at start-up; afterwards one :data:`StepMessage` per step (and one per
+idle wake-up that has news), ``("crashed", text)`` if the engine fails, ``("stopped",)`` last.
+Row digests are computed by the engine's worker threads; a step never waits for them: each is
+sent with the first message after it is ready.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import signal
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from engine.llm_engine import BadRequestError, StepResult
+from serving.events import Failed, Finished, PromptLogprobs
+from serving.logprobs import prompt_entries, token_entry
+
+__all__ = ["EngineInfo", "engine_main", "IDLE_WAIT_S", "DIGEST_POLL_S"]
+
+IDLE_WAIT_S = 0.05  # longest wait for a command while idle: a dead parent is noticed this fast
+DIGEST_POLL_S = 0.002  # idle, with row digests still being computed: how often they are checked
+
+# ("step", [(request_id, [event, ...]), ...], [(request_id, position, ok, digest or error), ...],
+#  (num_waiting, num_running, num_free_pages, num_pages), step seconds or None, tokens, prompt tokens)
+# A produced token travels as the tuple (position, token, LogprobEntry or None); other events as
+# the serving.events values.
+StepMessage = tuple
+
+
+@dataclass(frozen=True, slots=True)
+class EngineInfo:
+    """What the HTTP side needs to know of the engine it serves."""
+
+    vocab_size: int
+    max_model_len: int
+    eos_token_ids: tuple[int, ...]
+    deployment_digest: str
+    deployment_fields: dict[str, Any]
+    plan_digest: str
+    startup_checks: list[dict[str, Any]]
+    pid: int
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """``exc`` itself if it survives pickling (the CLI maps start-up errors by type), else its text."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+def engine_main(start_engine: Callable[[Callable[[str], None]], tuple[Any, list[dict[str, Any]]]],
+                commands: Any, events: Any) -> None:
+    """Child process entry: build with ``start_engine(status)`` (engine, start-up checks), then serve."""
+    import os
+
+    # Ctrl-C reaches the whole process group and a service manager may signal every process:
+    # the parent decides (drain, then stop), so the engine ignores both and follows its commands.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        engine, checks = start_engine(lambda text: events.send(("status", text)))
+    except BaseException as exc:
+        events.send(("failed", _portable(exc)))
+        return
+    events.send(("ready", EngineInfo(engine.spec.vocab_size, engine.config.max_model_len,
+                                     tuple(engine.spec.eos_token_ids), engine.deployment.digest,
+                                     dict(engine.deployment.fields), engine.runner.plan.digest, checks, os.getpid())))
+    try:
+        _Server(engine, commands, events).run()
+    except (EOFError, BrokenPipeError):
+        return  # the parent is gone: nobody to serve
+    except BaseException as exc:
+        logging.getLogger("bitcase.serve").exception("the engine stopped")
+        try:
+            events.send(("crashed", f"{type(exc).__name__}: {exc}"))
+        except OSError:
+            pass
+
+
+class _Server:
+    """The step loop of the engine process."""
+
+    def __init__(self, engine: Any, commands: Any, events: Any) -> None:
+        self.engine = engine
+        self.commands = commands
+        self.events = events
+        # request id -> (prompt token ids, num_logprobs, num_prompt_logprobs)
+        self.subs: dict[str, tuple[tuple[int, ...], int | None, int | None]] = {}
+        self.digests: list[tuple[str, int, Any]] = []  # (request id, position, future) not yet sent
+        self.deadline: float | None = None
+        self.out: dict[str, list[Any]] = {}
+        self.prompt_tokens = 0
+
+    def run(self) -> None:
+        engine = self.engine
+        while True:
+            busy = engine.has_unfinished()
+            stop = self._apply(self._receive(0 if busy else DIGEST_POLL_S if self.digests else IDLE_WAIT_S))
+            if stop or (self.deadline is not None and time.monotonic() >= self.deadline):
+                for request_id in sorted(self.subs):
+                    self._cancel(request_id, "abort")
+            step_s, num_tokens = None, 0
+            if engine.has_unfinished():
+                started = time.perf_counter()
+                result = engine.step()
+                self._collect(result)
+                step_s, num_tokens = time.perf_counter() - started, len(result.produced)
+            self._send(step_s, num_tokens)
+            if stop:
+                while self.digests:  # the last digests, then the end
+                    time.sleep(DIGEST_POLL_S)
+                    self._send(None, 0)
+                self.events.send(("stopped",))
+                return
+
+    def _receive(self, timeout: float) -> list[tuple]:
+        received: list[tuple] = []
+        while self.commands.poll(timeout if not received else 0):
+            received.append(self.commands.recv())  # EOFError: the parent closed its end
+        return received
+
+    def _apply(self, received: list[tuple]) -> bool:
+        stop = False
+        for command in received:
+            kind = command[0]
+            if kind == "add":
+                self._add(*command[1:])
+            elif kind == "cancel":
+                self._cancel(command[1], "cancelled")
+            elif kind == "drain":
+                self.deadline = time.monotonic() + command[1]
+            elif kind == "stop":
+                stop = True
+        return stop
+
+    def _add(self, request_id: str, prompt: tuple[int, ...], params: Any, num_logprobs: int | None,
+             num_prompt_logprobs: int | None) -> None:
+        if request_id in self.subs:  # cannot happen with server-made ids; never let it corrupt state
+            self.out.setdefault(request_id, []).append(Failed(f"request id {request_id} is already in use"))
+            return
+        try:
+            self.engine.add_request(prompt, params, request_id=request_id)
+        except BadRequestError as exc:
+            self.out.setdefault(request_id, []).append(Failed(str(exc), is_client_error=True))
+            return
+        self.subs[request_id] = (prompt, num_logprobs, num_prompt_logprobs)
+        self.prompt_tokens += len(prompt)
+
+    def _cancel(self, request_id: str, reason: str) -> None:
+        if self.subs.pop(request_id, None) is None:
+            return  # finished already, or never admitted
+        output = self.engine.cancel(request_id)
+        cached = 0 if output is None else output.num_cached_tokens
+        self.out.setdefault(request_id, []).append(Finished(reason, cached))
+
+    def _collect(self, result: StepResult) -> None:
+        for rows in result.prompt_rows:
+            sub = self.subs.get(rows.request_id)
+            if sub is not None and sub[2] is not None:
+                self.out.setdefault(rows.request_id, []).append(
+                    PromptLogprobs(rows.start, prompt_entries(rows.rows, sub[0], rows.start, sub[2])))
+        for p in result.produced:
+            sub = self.subs.get(p.request_id)
+            if sub is None:
+                continue
+            # the row is read here, before the next step may reuse its host slot
+            entry = None if sub[1] is None else token_entry(p.logits, p.token, sub[1])
+            self.out.setdefault(p.request_id, []).append((p.position, p.token, entry))
+            self.digests.append((p.request_id, p.position, p.digest))
+        for output in result.finished:
+            if self.subs.pop(output.request_id, None) is not None:
+                self.out.setdefault(output.request_id, []).append(
+                    Finished(output.finish_reason or "stop", output.num_cached_tokens))
+
+    def _send(self, step_s: float | None, num_tokens: int) -> None:
+        ready, waiting = [], []
+        for request_id, position, future in self.digests:
+            if not future.done():
+                waiting.append((request_id, position, future))
+            elif future.exception() is not None:
+                ready.append((request_id, position, False, f"the row digest failed: {future.exception()}"))
+            else:
+                ready.append((request_id, position, True, future.result()))
+        self.digests = waiting
+        if not (self.out or ready or step_s is not None or self.prompt_tokens):
+            return
+        engine = self.engine
+        state = (len(engine.scheduler.waiting), len(engine.scheduler.running),
+                 engine.block_manager.num_available_pages, engine.config.num_pages)
+        self.events.send(("step", list(self.out.items()), ready, state, step_s, num_tokens, self.prompt_tokens))
+        self.out, self.prompt_tokens = {}, 0
