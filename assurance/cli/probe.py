@@ -12,6 +12,7 @@ import typer
 
 from assurance.cli._case_options import emit_json
 from assurance.cli._common import EXIT_FINDINGS, DbOption, JsonOption, err_console, fail, out_console
+from assurance.cli._signing import SignKeyOption, load_signing_key
 
 API_CHOICES = ("auto", "openai", "vllm", "sglang", "llama.cpp", "tgi")  # probing.backend.APIS, without its import
 SCENARIO_CHOICES = "repeat, concurrent, prefix, long, prefill-decode, seeded"
@@ -66,29 +67,52 @@ def _print_table(summary: dict[str, Any]) -> None:
             out_console.print(f"{name}: {finding}", highlight=False, markup=False)
 
 
-def _store(records, out: Path | None, db: str | None) -> list[str]:
+def _store(records, out: Path | None, db: str | None, signer=None) -> list[str]:
+    """Write the bundle (signed with ``signer``) and/or ingest the records; where they went."""
+    import tempfile
+
     from assurance.cli.db import store_errors
+    from evidence_db.bundle import write_bundle
 
     where = []
-    if out is not None:
-        from evidence_db.bundle import write_bundle
+    with tempfile.TemporaryDirectory(prefix="bitcase-probe-") as tmp:
+        bundle = out
+        if bundle is None and signer is not None:  # the store records a signer only from a signed bundle
+            bundle = Path(tmp) / "probe.jsonl"
+        if bundle is not None:
+            try:
+                write_bundle(bundle, records, signer=signer)
+            except OSError as exc:
+                fail(f"cannot write the bundle {bundle}: {exc}")
+            if out is not None:
+                where.append(str(out))
+        if db is not None or out is None:
+            from assurance.settings import resolve_db_url
+            from evidence_db.ingest import SignaturePolicy, ingest_paths
+            from evidence_db.keyring import keyring_from_env
+            from evidence_db.session import open_session, store_label
+            from evidence_db.store import ingest_records
 
-        try:
-            write_bundle(out, records)
-        except OSError as exc:
-            fail(f"cannot write the bundle {out}: {exc}")
-        where.append(str(out))
-    if db is not None or out is None:
-        from assurance.settings import resolve_db_url
-        from evidence_db.session import open_session, store_label
-        from evidence_db.store import ingest_records
-
-        url = resolve_db_url(db)
-        with store_errors():
-            with open_session(url, write=True) as session:
-                ingest_records(session=session, records=records)
-        where.append(store_label(url))
+            url = resolve_db_url(db)
+            with store_errors():
+                with open_session(url, write=True) as session:
+                    if signer is None:
+                        ingest_records(session=session, records=records)
+                    else:  # through the signed bundle: its signature is checked and chained with its signer
+                        ingest_paths(session=session, paths=[bundle],
+                                     signed=SignaturePolicy(keyring_from_env().trusted()))
+            where.append(store_label(url))
     return where
+
+
+def _signer(spec: str | None):
+    """The signing key, loaded before any request is sent, so a bad key fails fast (exit 2)."""
+    from evidence_db.errors import KeyringError
+
+    try:
+        return load_signing_key(spec)
+    except KeyringError as exc:
+        fail(str(exc), hint=exc.hint)
 
 
 def _check_store(out: Path | None, db: str | None) -> None:
@@ -131,6 +155,7 @@ def probe(
     timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="Seconds to wait for each answer.")] = 60.0,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Prompt seed (0: fresh, so every prefix is new to the "
                                                             "server).")] = 0,
+    sign_key: SignKeyOption = None,
     json_output: JsonOption = False,
 ) -> None:
     """Probe an OpenAI-compatible server's determinism from outside and record test_result evidence.
@@ -149,6 +174,7 @@ def probe(
         fail(f"--api {api!r} is not one of {', '.join(API_CHOICES)}")
     declared = _declared(deployment)
     _check_store(out, db)
+    signer = _signer(sign_key)
     api_key = next((os.environ[k] for k in KEY_ENVS if os.environ.get(k)), None)
     settings = Settings(model=model, max_tokens=max_tokens, requests=requests, concurrency=concurrency, seed=seed)
     try:
@@ -161,7 +187,7 @@ def probe(
     except KeyboardInterrupt:
         err_console.print("interrupted: nothing was written or stored", highlight=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    where = _store(run.records, out, db)
+    where = _store(run.records, out, db, signer)
     summary = {"endpoint": endpoint.display, "model": model, **_summary(run), "records": len(run.records),
                "stored": where}
     err_console.print(f"D {run.deployment.digest} (external: {run.backend.api} at {endpoint.display}); compared "

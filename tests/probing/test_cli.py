@@ -127,3 +127,27 @@ def test_a_declared_chunk_size_must_be_a_positive_integer(fake_server, tmp_path)
         result = invoke("probe", url, "--model", "fake-model", "--deployment", declared, "--out", tmp_path / "b.jsonl")
     assert result.exit_code == 2
     assert "chunk_size 'big' is not a positive integer" in " ".join(result.stderr.split())
+
+
+def test_signed_probe_bundle_is_checked_and_its_signer_stored(fake_server, store, tmp_path, monkeypatch):
+    monkeypatch.setenv("BITCASE_KEYS", str(tmp_path / "keys"))
+    monkeypatch.delenv("BITCASE_SIGNING_KEY", raising=False)
+    made = invoke("key", "generate", "--name", "probe-ci", "--json")
+    assert made.exit_code == 0, made.output
+    key_id = json.loads(made.stdout)["key_id"]
+    bundle = tmp_path / "probe.jsonl"
+    with fake_server() as url:
+        bad = invoke("probe", url, *SMALL, "--scenario", "repeat", "--db", store, "--sign-key", "nobody")
+        assert bad.exit_code == 2  # a key that is not there: refused before any request
+        result = invoke("probe", url, *SMALL, "--scenario", "repeat", "--out", bundle, "--db", store,
+                        "--sign-key", key_id)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "probe.jsonl.sig").is_file()
+    from evidence_db.session import open_session
+    from evidence_db.signatures import list_signers
+
+    with open_session(str(store)) as session:
+        assert [s.key_id for s in list_signers(session=session)] == [key_id]
+    assert invoke("ingest", bundle, "--db", store, "--require-signed").exit_code == 2  # signed, but not trusted
+    assert invoke("key", "trust", key_id).exit_code == 0
+    assert invoke("ingest", bundle, "--db", store, "--require-signed").exit_code == 0  # now a no-op re-ingest
