@@ -47,6 +47,7 @@ class ServeSettings:
     startup_timeout_s: float = 600.0
     expected_deployment: str | None = None
     db_url: str | None = None  # store the start-up checks here
+    sign_key: str | None = None  # a keyring key (id, name or file) that signs the stored start-up checks
     startup_checks: bool = True
 
 
@@ -57,7 +58,7 @@ def _run_checks(engine: Any, settings: ServeSettings) -> list[dict[str, Any]]:
     records = runtime_checks(settings.model_dir, settings.config.device, deployment=engine.deployment,
                              command=["bitcase", "serve"], source="bitcase serve start-up", config=settings.config)
     if settings.db_url is not None:
-        _store(records, settings.db_url)
+        _store(records, settings.db_url, settings.sign_key)
     summary = [{"obligation": r.obligation, "status": r.status, "summary": r.summary} for r in records]
     failed = [r for r in records if r.status != "pass"]
     if failed:
@@ -65,16 +66,19 @@ def _run_checks(engine: Any, settings: ServeSettings) -> list[dict[str, Any]]:
     return summary
 
 
-def _store(records: list, db_url: str) -> None:
+def _store(records: list, db_url: str, sign_key: str | None) -> None:
     from evidence_db.bundle import write_bundle
-    from evidence_db.ingest import ingest_paths
+    from evidence_db.ingest import SignaturePolicy, ingest_paths
+    from evidence_db.keyring import keyring_from_env
     from evidence_db.session import open_session
 
+    keyring = keyring_from_env()
+    signer = keyring.signing_key(sign_key) if sign_key else None
     with tempfile.TemporaryDirectory(prefix="bitcase-serve-") as tmp:
         bundle = Path(tmp) / "startup-checks.jsonl"
-        write_bundle(bundle, records)
+        write_bundle(bundle, records, signer=signer)  # signed: ingest checks it and chains the signer
         with open_session(db_url, write=True) as session:
-            ingest_paths(session=session, paths=[bundle])
+            ingest_paths(session=session, paths=[bundle], signed=SignaturePolicy(keyring.trusted()))
 
 
 def start_engine(settings: ServeSettings, status: Callable[[str], None]) -> tuple[Any, list[dict[str, Any]]]:

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from assurance.cli._common import DbOption, err_console, fail
+from assurance.cli._signing import SignKeyOption, load_signing_key
 from engine.config import EngineConfig
 
 _DEFAULTS = EngineConfig()  # the options' defaults are the engine's own
@@ -40,13 +41,15 @@ def serve(
     expect_deployment: Annotated[Optional[str], typer.Option(
         "--expect-deployment", help="Refuse to start unless the engine's D has this digest.")] = None,
     db: DbOption = None,
+    sign_key: SignKeyOption = None,
 ) -> None:
     """Serve the model over an OpenAI-compatible HTTP API until SIGTERM or Ctrl-C.
 
     Endpoints: /v1/models, /v1/completions, /v1/chat/completions (SSE with stream=true), /health,
     /metrics (Prometheus) and /bitcase/deployment (D and the sealed plan digest). Every response's
     system_fingerprint is D's digest. Start-up runs the runtime configuration checks and refuses to
-    serve if one fails; with --db (or $BITCASE_DB) they are stored as evidence. SIGTERM drains.
+    serve if one fails; with --db (or $BITCASE_DB) they are stored as evidence (signed with
+    --sign-key). SIGTERM drains.
     """
     import logging
 
@@ -57,6 +60,15 @@ def serve(
         from assurance.settings import resolve_db_url
 
         url = resolve_db_url(db)
+    if sign_key and url is None:
+        fail("--sign-key signs the start-up checks stored with --db; pass --db too")
+    if sign_key:
+        from evidence_db.errors import KeyringError
+
+        try:
+            load_signing_key(sign_key)  # a bad key fails here, before the engine is built
+        except KeyringError as exc:
+            fail(str(exc), hint=exc.hint)
     if not 0 <= port <= 65535:
         fail(f"--port {port} is not a port number (0-65535)")
     if max_pending < 1 or drain_timeout < 0:
@@ -72,7 +84,7 @@ def serve(
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     settings = ServeSettings(model_dir=model, config=config, host=host, port=port, model_name=served_model_name,
                              max_pending=max_pending, drain_timeout_s=drain_timeout,
-                             expected_deployment=expect_deployment, db_url=url)
+                             expected_deployment=expect_deployment, db_url=url, sign_key=sign_key)
     from engine.deployment import DeploymentMismatch
     from engine.model_config import ModelConfigError
     from evidence_db.errors import StoreError

@@ -102,3 +102,33 @@ def test_bad_options_exit_2_without_starting(tmp_path):
     assert missing.exit_code == 2 and "config.json" in missing.stderr
     bad_port = runner.invoke(app, ["serve", "--model", str(tmp_path), "--port", "70000"])
     assert bad_port.exit_code == 2 and "--port" in bad_port.stderr
+    no_db = runner.invoke(app, ["serve", "--model", str(tmp_path), "--sign-key", "k"])
+    assert no_db.exit_code == 2 and "pass --db too" in no_db.stderr
+    db = tmp_path / "s.db"
+    unknown_key = runner.invoke(app, ["serve", "--model", str(tmp_path), "--db", str(db), "--sign-key", "nobody"],
+                                env={"BITCASE_KEYS": str(tmp_path / "keys")})
+    assert unknown_key.exit_code == 2 and "nobody" in unknown_key.stderr
+
+
+def test_signed_start_up_checks_are_stored_with_their_signer(model_dir, tmp_path, monkeypatch):
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "BITCASE_KEYS": str(tmp_path / "keys")}
+    monkeypatch.setenv("BITCASE_KEYS", env["BITCASE_KEYS"])
+    made = subprocess.run([sys.executable, "-m", "assurance.cli", "key", "generate", "--name", "serve-ci", "--json"],
+                          capture_output=True, text=True, cwd=root, env=env, check=True)
+    key_id = json.loads(made.stdout)["key_id"]
+    db = tmp_path / "store.db"
+    subprocess.run([sys.executable, "-m", "assurance.cli", "db", "upgrade", "--db", str(db)], check=True,
+                   capture_output=True, cwd=root, env=env)
+    monkeypatch.setenv("BITCASE_KEYS", env["BITCASE_KEYS"])  # _start passes os.environ on
+    proc, url = _start(model_dir, "--db", str(db), "--sign-key", key_id)
+    try:
+        _wait_up(proc, url)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    from evidence_db.session import open_session
+    from evidence_db.signatures import list_signers
+
+    with open_session(str(db)) as session:
+        assert [(s.key_id, s.num_items) for s in list_signers(session=session)] == [(key_id, 3)]
