@@ -10,13 +10,12 @@ v1 records (``SCHEMA_VERSIONS``), each hashed by its own version's rule.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+from evidence_db.atomic import atomic_file
 from evidence_db.canonical import canonical_json, digest_of, digest_of_v1
 
 if TYPE_CHECKING:
@@ -147,23 +146,12 @@ def write_bundle(path: Path, records: Iterable[EvidenceRecord], *, signer: Signi
     signature_path(path).unlink(missing_ok=True)  # first: a crash must not leave an old signature beside new records
     digests: list[str] = []
     count = 0
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for record in records:
-                f.write(canonical_json(record.to_json_dict()) + "\n")
-                if signer is not None:
-                    digests.append(record.content_digest())
-                count += 1
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a bundle is an ordinary file
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as f:
+        for record in records:
+            f.write(canonical_json(record.to_json_dict()) + "\n")
+            if signer is not None:
+                digests.append(record.content_digest())
+            count += 1
     if signer is not None:
         write_signature(path, digests, signer)
     return count

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
+from evidence_db.atomic import atomic_file
 from evidence_db.canonical import digest_of
-from evidence_db.dsse import Envelope, EnvelopeError, envelope_from_json, sign_payload
+from evidence_db.dsse import Envelope, EnvelopeError, envelope_payload, sign_payload
 from evidence_db.errors import SignatureError
 from evidence_db.keys import KeyFormatError, PublicKey, SigningKey, parse_public_line
 from evidence_db.prepare import PreparedRecord
@@ -76,17 +75,8 @@ def write_signature(bundle: Path, content_digests: Sequence[str], key: SigningKe
                              digest=records_digest(content_digests), signer=key.public)
     envelope = sign_payload(key, STATEMENT_TYPE, statement)
     target = signature_path(bundle)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(envelope.to_json(), indent=1, sort_keys=True) + "\n")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(target) as f:
+        f.write(json.dumps(envelope.to_json(), indent=1, sort_keys=True) + "\n")
     return target
 
 
@@ -129,12 +119,7 @@ def read_signature(bundle: Path) -> BundleSignature | None:
     except OSError as exc:
         raise SignatureError(f"cannot read the signature: {exc.strerror}", where=where) from None
     try:
-        if len(raw) > MAX_SIG_BYTES:
-            raise EnvelopeError(f"larger than {MAX_SIG_BYTES} bytes")
-        envelope = envelope_from_json(json.loads(raw.decode("utf-8")))
-        if envelope.payload_type != STATEMENT_TYPE:
-            raise EnvelopeError(f"payloadType is {envelope.payload_type!r}, not {STATEMENT_TYPE!r}")
-        statement = json.loads(envelope.payload.decode("utf-8"))
+        envelope, statement = envelope_payload(raw, max_bytes=MAX_SIG_BYTES, payload_type=STATEMENT_TYPE)
         signer, num_records, digest, file_sha = statement_fields(statement)
     except (EnvelopeError, KeyFormatError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise SignatureError(f"not a bitcase bundle signature: {exc}", where=where,

@@ -12,8 +12,6 @@ another digest a rewrite.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,7 +19,8 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from evidence_db.dsse import Envelope, EnvelopeError, envelope_from_json, sign_payload
+from evidence_db.atomic import atomic_file
+from evidence_db.dsse import Envelope, EnvelopeError, envelope_payload, sign_payload
 from evidence_db.errors import BundleError
 from evidence_db.keyring import TrustedKeys
 from evidence_db.keys import KeyFormatError, PublicKey, SigningKey, parse_public_line
@@ -70,15 +69,8 @@ def make_checkpoint(*, session: Session, key: SigningKey) -> Envelope:
 
 def write_checkpoint(path: Path, envelope: Envelope) -> None:
     """Write a checkpoint envelope as JSON, atomically (a partial checkpoint never replaces a good one)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(json.dumps(envelope.to_json(), indent=1, sort_keys=True) + "\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path, mode=0o644) as f:
+        f.write(json.dumps(envelope.to_json(), indent=1, sort_keys=True) + "\n")
 
 
 def read_checkpoint(path: Path) -> Checkpoint:
@@ -89,12 +81,7 @@ def read_checkpoint(path: Path) -> Checkpoint:
     except OSError as exc:
         raise BundleError(f"cannot read the checkpoint: {exc.strerror}", where=str(path)) from None
     try:
-        if len(raw) > MAX_CHECKPOINT_BYTES:
-            raise EnvelopeError(f"larger than {MAX_CHECKPOINT_BYTES} bytes")
-        envelope = envelope_from_json(json.loads(raw.decode("utf-8")))
-        if envelope.payload_type != CHECKPOINT_TYPE:
-            raise EnvelopeError(f"payloadType is {envelope.payload_type!r}, not {CHECKPOINT_TYPE!r}")
-        body = json.loads(envelope.payload.decode("utf-8"))
+        envelope, body = envelope_payload(raw, max_bytes=MAX_CHECKPOINT_BYTES, payload_type=CHECKPOINT_TYPE)
         if body.get("schema") != CHECKPOINT_SCHEMA:
             raise EnvelopeError(f"schema is not {CHECKPOINT_SCHEMA}")
         signer = parse_public_line(f"{body['signer']['public_key']} {body['signer']['name']}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,7 @@ from cryptography.exceptions import InvalidSignature
 from evidence_db.canonical import canonical_json
 from evidence_db.keys import PublicKey, SigningKey
 
-__all__ = ["Envelope", "pae", "sign_payload", "payload_bytes", "envelope_from_json", "EnvelopeError"]
+__all__ = ["Envelope", "pae", "sign_payload", "payload_bytes", "envelope_from_json", "envelope_payload", "EnvelopeError"]
 
 
 class EnvelopeError(ValueError):
@@ -86,3 +87,14 @@ def envelope_from_json(value: Any) -> Envelope:
     except (binascii.Error, ValueError):
         raise EnvelopeError("payload or sig is not base64") from None
     return Envelope(payload_type, body, key_id, raw_sig)
+
+
+def envelope_payload(raw: bytes, *, max_bytes: int, payload_type: str) -> tuple[Envelope, Any]:
+    """The envelope in a file's bytes and its JSON payload, refusing another type; raises
+    :class:`EnvelopeError` (or the ``ValueError`` of bad JSON or UTF-8) saying what is wrong."""
+    if len(raw) > max_bytes:
+        raise EnvelopeError(f"larger than {max_bytes} bytes")
+    envelope = envelope_from_json(json.loads(raw.decode("utf-8")))
+    if envelope.payload_type != payload_type:
+        raise EnvelopeError(f"payloadType is {envelope.payload_type!r}, not {payload_type!r}")
+    return envelope, json.loads(envelope.payload.decode("utf-8"))

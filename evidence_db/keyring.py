@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from evidence_db.atomic import atomic_file
 from evidence_db.errors import KeyringError
 from evidence_db.keys import KeyFormatError, PublicKey, SigningKey, generate_key, load_private_key, parse_public_line
 
@@ -183,12 +183,5 @@ def _load_private_file(path: Path, name: str) -> SigningKey:
 
 
 def _write_atomic(path: Path, text: str, *, mode: int) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path, mode=mode) as f:
+        f.write(text)

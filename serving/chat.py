@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator
 
-from serving.completions import prompt_logprobs_json, prompt_token_count, usage
+from serving.completions import prompt_logprobs_json, prompt_token_count, streamed_token, usage
 from serving.events import LogprobEntry
-from serving.generation import Generation, row_digest
+from serving.generation import Generation
 from serving.logprobs import json_logprob
 from serving.protocol import ChatRequest
 from serving.text import TextCodec
@@ -65,15 +65,9 @@ async def chat_chunks(body: ChatRequest, gen: Generation, codec: TextCodec, upda
         choice: dict[str, Any] = {"index": index, "delta": {"content": text} if text or with_token else {},
                                   "logprobs": None, "finish_reason": c.finish_reason if finished else None,
                                   "token_ids": [], "row_digests": []}
-        if with_token:
-            pos = len(c.token_ids) - 1
-            choice["token_ids"] = [c.token_ids[pos]]
-            choice["row_digests"] = [await row_digest(c.digests[pos])]
-            if body.logprobs:
-                choice["logprobs"] = chat_logprobs([c.token_ids[pos]], [c.logprobs[pos]], codec,
-                                                   body.return_tokens_as_token_ids)
-        if finished:
-            choice["seed"] = c.spec.params.seed
-        yield {**base, "choices": [choice]}
+        as_ids = body.return_tokens_as_token_ids
+        logprobs = (lambda t, e: chat_logprobs(t, e, codec, as_ids)) if body.logprobs else None
+        yield {**base, "choices": [await streamed_token(choice, c, with_token=with_token, finished=finished,
+                                                        logprobs=logprobs)]}
     if body.stream_options is not None and body.stream_options.include_usage:
         yield {**base, "choices": [], "usage": usage(gen.choices, prompt_token_count(gen))}

@@ -8,7 +8,7 @@ vLLM's ``choices[i].prompt_logprobs``.
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from serving.events import LogprobEntry
 from serving.generation import ChoiceState, Generation, row_digest
@@ -16,8 +16,8 @@ from serving.logprobs import json_logprob
 from serving.protocol import CompletionRequest
 from serving.text import TextCodec
 
-__all__ = ["legacy_logprobs", "prompt_logprobs_json", "completion_body", "completion_chunks", "usage",
-           "prompt_token_count"]
+__all__ = ["legacy_logprobs", "prompt_logprobs_json", "completion_body", "completion_chunks", "streamed_token",
+           "usage", "prompt_token_count"]
 
 
 def _top_dict(entry: LogprobEntry, codec: TextCodec, as_ids: bool) -> dict[str, float | None]:
@@ -98,6 +98,21 @@ async def completion_body(body: CompletionRequest, gen: Generation, codec: TextC
             "usage": usage(gen.choices, prompt_token_count(gen))}
 
 
+async def streamed_token(choice: dict[str, Any], c: ChoiceState, *, with_token: bool, finished: bool,
+                         logprobs: Callable[[list[int], list[Any]], Any] | None) -> dict[str, Any]:
+    """Fill one streamed chunk's choice: the produced token, its row digest, its logprobs
+    (``logprobs(tokens, entries)`` in the endpoint's format; None: not asked) and, at its end, the seed."""
+    if with_token:
+        pos = len(c.token_ids) - 1
+        choice["token_ids"] = [c.token_ids[pos]]
+        choice["row_digests"] = [await row_digest(c.digests[pos])]
+        if logprobs is not None:
+            choice["logprobs"] = logprobs([c.token_ids[pos]], [c.logprobs[pos]])
+    if finished:
+        choice["seed"] = c.spec.params.seed
+    return choice
+
+
 async def completion_chunks(body: CompletionRequest, gen: Generation, codec: TextCodec, updates: AsyncIterator,
                             *, model: str, fingerprint: str, created: int) -> AsyncIterator[dict[str, Any]]:
     """The streamed chunks: the echoed prompt first (with echo), then one chunk per token, then the ends."""
@@ -112,15 +127,9 @@ async def completion_chunks(body: CompletionRequest, gen: Generation, codec: Tex
         choice: dict[str, Any] = {"index": index, "text": text, "logprobs": None,
                                   "finish_reason": c.finish_reason if finished else None,
                                   "token_ids": [], "row_digests": []}
-        if with_token:
-            pos = len(c.token_ids) - 1
-            choice["token_ids"] = [c.token_ids[pos]]
-            choice["row_digests"] = [await row_digest(c.digests[pos])]
-            if body.logprobs is not None:
-                choice["logprobs"] = legacy_logprobs([c.token_ids[pos]], [c.logprobs[pos]], codec,
-                                                     body.return_tokens_as_token_ids)
-        if finished:
-            choice["seed"] = c.spec.params.seed
-        yield {**base, "choices": [choice]}
+        as_ids = body.return_tokens_as_token_ids
+        logprobs = None if body.logprobs is None else (lambda t, e: legacy_logprobs(t, e, codec, as_ids))
+        yield {**base, "choices": [await streamed_token(choice, c, with_token=with_token, finished=finished,
+                                                        logprobs=logprobs)]}
     if body.stream_options is not None and body.stream_options.include_usage:
         yield {**base, "choices": [], "usage": usage(gen.choices, prompt_token_count(gen))}

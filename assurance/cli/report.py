@@ -94,7 +94,7 @@ def diagram(
         fail(f"cannot tell the diagram format from {out.name!r}",
              hint="name the output file with .svg, .png or .dot")
     from assurance.pinning import case_pin, project_pin
-    from assurance.render.atomic import write_atomic
+    from evidence_db.atomic import write_atomic
     from assurance.settings import load_settings
 
     with user_errors():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from markupsafe import Markup
 
-from assurance.render.atomic import write_atomic
+from evidence_db.atomic import write_atomic
 from assurance.render.context import index_data, report_context
 from assurance.render.diagram import dot_source
 from assurance.render.environment import make_environment, read_asset
