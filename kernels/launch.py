@@ -14,7 +14,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Iterator, NamedTuple
+from types import MappingProxyType
+from typing import Any, Iterator, Mapping, NamedTuple
 
 from kernels.configs import LaunchConfig
 from kernels.plan import PlanEntry, SealedPlan
@@ -32,7 +33,7 @@ class LaunchRecord(NamedTuple):
 
     kernel: str
     key: str
-    config: dict[str, Any]  # constexprs plus num_warps and num_stages
+    config: Mapping[str, Any]  # constexprs plus num_warps and num_stages (read-only: records share it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +86,16 @@ def record_launches() -> Iterator[list[LaunchRecord]]:
         _RECORDERS.reset(token)
 
 
-def _seals(entry: PlanEntry, config: LaunchConfig) -> bool:
-    return (entry.key, entry.num_warps, entry.num_stages, entry.static) == \
-        (config.key, config.num_warps, config.num_stages, config.static)
+_RECORDS: dict[int, tuple[PlanEntry, LaunchRecord]] = {}  # id(entry) -> its (immutable) record
+
+
+def _record(entry: PlanEntry, config: LaunchConfig) -> LaunchRecord:
+    known = _RECORDS.get(id(entry))
+    if known is not None and known[0] is entry:
+        return known[1]
+    record = LaunchRecord(entry.kernel, entry.key, MappingProxyType(config.launch_options()))
+    _RECORDS[id(entry)] = (entry, record)
+    return record
 
 
 def require(config: LaunchConfig) -> PlanEntry:
@@ -98,8 +106,9 @@ def require(config: LaunchConfig) -> PlanEntry:
             f"kernel launch refused: {config.kernel} {config.launch_options()} has no active plan; "
             "run it inside `with kernels.launch.use_plan(kernels.plan.plan_for(shape)):`")
     plan = active.plan
-    entry = plan.lookup(config.kernel, config.constexprs)
-    if entry is None or not _seals(entry, config):
+    entry = plan.admit(config)
+    if entry is None:
+        entry = plan.lookup(config.kernel, config.constexprs)
         planned = [e.key for e in plan.entries if e.kernel == config.kernel]
         detail = "" if entry is None else f" (planned entry {entry.key} differs: {entry.config()})"
         raise PlanViolation(
@@ -108,7 +117,7 @@ def require(config: LaunchConfig) -> PlanEntry:
             f"(digest {plan.digest}){detail}; planned {config.kernel} keys: {', '.join(planned) or 'none'}")
     recorders = _RECORDERS.get()
     if recorders:
-        record = LaunchRecord(entry.kernel, entry.key, config.launch_options())
+        record = _record(entry, config)
         for records in recorders:
             records.append(record)
     return entry

@@ -128,6 +128,9 @@ class SealedPlan:
     entries: tuple[PlanEntry, ...]
     digest: str = field(init=False)
     _index: dict = field(init=False, repr=False, compare=False)
+    # id(config) -> (config, entry or None): admission answers, computed once per launch
+    # configuration (configs are memoised, so a config is one object for the process's life)
+    _admitted: dict = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         keys = [e.key for e in self.entries]
@@ -137,11 +140,24 @@ class SealedPlan:
         if len(index) != len(self.entries):
             raise ValueError(f"plan {self.name!r}: two entries share a (kernel, constexprs)")
         object.__setattr__(self, "_index", index)
+        object.__setattr__(self, "_admitted", {})
         object.__setattr__(self, "digest", digest_of([e.as_dict() for e in self.entries]))
 
     def lookup(self, kernel: str, constexprs: Mapping[str, Any] | tuple[tuple[str, Any], ...]) -> PlanEntry | None:
         """The entry for (kernel, constexprs), or None when the plan does not contain it."""
         return self._index.get(_lookup_key(kernel, constexprs))
+
+    def admit(self, config: LaunchConfig) -> PlanEntry | None:
+        """The entry that seals ``config`` exactly (key, launch options, static shape), or None."""
+        known = self._admitted.get(id(config))
+        if known is not None and known[0] is config:  # the config object itself, not a reused id
+            return known[1]
+        entry = self.lookup(config.kernel, config.constexprs)
+        if entry is not None and (entry.key, entry.num_warps, entry.num_stages, entry.static) != \
+                (config.key, config.num_warps, config.num_stages, config.static):
+            entry = None
+        self._admitted[id(config)] = (config, entry)
+        return entry
 
     def entry(self, key: str) -> PlanEntry:
         """The entry with this key; KeyError names the known keys."""

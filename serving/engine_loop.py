@@ -202,6 +202,8 @@ class EngineLoop:
                 message = self._events.recv()
                 if message[0] == "step":
                     self._dispatch(*message[1:])
+                elif message[0] == "digests":
+                    self._resolve(message[1])
                 elif message[0] == "crashed":
                     raise EngineFailed(message[1])
                 elif message[0] == "stopped":
@@ -224,6 +226,14 @@ class EngineLoop:
         for future in digests.values():
             future.set_exception(EngineFailed(f"the engine failed before this row's digest arrived: {exc}"))
 
+    def _resolve(self, digests: list) -> None:
+        """Resolve awaited row digests: ``(request id, position, ok, digest or error)`` each."""
+        with self._lock:
+            resolved = [(self._digests.pop((rid, pos), None), ok, value) for rid, pos, ok, value in digests]
+        for future, ok, value in resolved:
+            if future is not None:
+                future.set_result(value) if ok else future.set_exception(RuntimeError(value))
+
     def _dispatch(self, events: list, digests: list, state: tuple, step_s: float | None, num_tokens: int,
                   prompt_tokens: int) -> None:
         batches = []
@@ -245,10 +255,7 @@ class EngineLoop:
                             if isinstance(item, Finished):
                                 self.metrics.count_finish(item.reason)
                 batches.append((sub.sink, out))
-            resolved = [(self._digests.pop((rid, pos), None), ok, value) for rid, pos, ok, value in digests]
-        for future, ok, value in resolved:
-            if future is not None:
-                future.set_result(value) if ok else future.set_exception(RuntimeError(value))
+        self._resolve(digests)
         for sink, out in batches:
             sink(out)
         if step_s is not None:

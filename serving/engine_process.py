@@ -11,8 +11,12 @@ fresh process). Commands arrive as tuples on ``commands`` and are applied betwee
 Messages go out on ``events``: ``("status", text)`` and then ``("ready", EngineInfo)`` or
 ``("failed", exception)`` at start-up; afterwards one :data:`StepMessage` per step (and one per
 idle wake-up that has news), ``("crashed", text)`` if the engine fails, ``("stopped",)`` last.
-Row digests are computed by the engine's worker threads; a step never waits for them: each is
-sent with the first message after it is ready.
+Row digests are computed by the engine's worker threads; a step never waits for them. A digest
+ready when its step's message goes out travels in it; any other is sent by the worker thread that
+finished it, as ``("digests", [(request_id, position, ok, digest or error)])``, right away rather
+than with the next step's message, so a streamed token waits for its digest no longer than the
+hashing takes. Both kinds of sender share one lock on the pipe, and a late digest is only ever
+sent after the message that carried its token.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import logging
 import pickle
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -28,10 +33,10 @@ from engine.llm_engine import BadRequestError, StepResult
 from serving.events import Failed, Finished, PromptLogprobs
 from serving.logprobs import prompt_entries, token_entry
 
-__all__ = ["EngineInfo", "engine_main", "IDLE_WAIT_S", "DIGEST_POLL_S"]
+__all__ = ["EngineInfo", "engine_main", "IDLE_WAIT_S", "LAST_DIGESTS_S"]
 
 IDLE_WAIT_S = 0.05  # longest wait for a command while idle: a dead parent is noticed this fast
-DIGEST_POLL_S = 0.002  # idle, with row digests still being computed: how often they are checked
+LAST_DIGESTS_S = 30.0  # at stop, the longest wait for digests still being computed
 
 # ("step", [(request_id, [event, ...]), ...], [(request_id, position, ok, digest or error), ...],
 #  (num_waiting, num_running, num_free_pages, num_pages), step seconds or None, tokens, prompt tokens)
@@ -101,16 +106,18 @@ class _Server:
         self.events = events
         # request id -> (prompt token ids, num_logprobs, num_prompt_logprobs)
         self.subs: dict[str, tuple[tuple[int, ...], int | None, int | None]] = {}
-        self.digests: list[tuple[str, int, Any]] = []  # (request id, position, future) not yet sent
+        self.digests: list[tuple[str, int, Any]] = []  # (request id, position, future) of this step's tokens
         self.deadline: float | None = None
         self.out: dict[str, list[Any]] = {}
         self.prompt_tokens = 0
+        self.pipe = threading.Condition()  # held for every send; notified when a late digest is sent
+        self.num_late = 0  # digests handed to worker threads, not yet sent
 
     def run(self) -> None:
         engine = self.engine
         while True:
             busy = engine.has_unfinished()
-            stop = self._apply(self._receive(0 if busy else DIGEST_POLL_S if self.digests else IDLE_WAIT_S))
+            stop = self._apply(self._receive(0 if busy else IDLE_WAIT_S))
             if stop or (self.deadline is not None and time.monotonic() >= self.deadline):
                 for request_id in sorted(self.subs):
                     self._cancel(request_id, "abort")
@@ -122,10 +129,11 @@ class _Server:
                 step_s, num_tokens = time.perf_counter() - started, len(result.produced)
             self._send(step_s, num_tokens)
             if stop:
-                while self.digests:  # the last digests, then the end
-                    time.sleep(DIGEST_POLL_S)
-                    self._send(None, 0)
-                self.events.send(("stopped",))
+                with self.pipe:  # the last digests, then the end
+                    if not self.pipe.wait_for(lambda: self.num_late == 0, LAST_DIGESTS_S):
+                        logging.getLogger("bitcase.serve").warning(
+                            "%d row digests were not ready %.0f s after the stop", self.num_late, LAST_DIGESTS_S)
+                    self.events.send(("stopped",))
                 return
 
     def _receive(self, timeout: float) -> list[tuple]:
@@ -188,19 +196,35 @@ class _Server:
                     Finished(output.finish_reason or "stop", output.num_cached_tokens))
 
     def _send(self, step_s: float | None, num_tokens: int) -> None:
-        ready, waiting = [], []
+        ready, late = [], []
         for request_id, position, future in self.digests:
-            if not future.done():
-                waiting.append((request_id, position, future))
-            elif future.exception() is not None:
-                ready.append((request_id, position, False, f"the row digest failed: {future.exception()}"))
-            else:
-                ready.append((request_id, position, True, future.result()))
-        self.digests = waiting
+            (ready if future.done() else late).append((request_id, position, future))
+        self.digests = []
         if not (self.out or ready or step_s is not None or self.prompt_tokens):
             return
         engine = self.engine
         state = (len(engine.scheduler.waiting), len(engine.scheduler.running),
                  engine.block_manager.num_available_pages, engine.config.num_pages)
-        self.events.send(("step", list(self.out.items()), ready, state, step_s, num_tokens, self.prompt_tokens))
+        with self.pipe:
+            self.events.send(("step", list(self.out.items()), [_digest_item(*d) for d in ready], state, step_s,
+                              num_tokens, self.prompt_tokens))
+            self.num_late += len(late)
         self.out, self.prompt_tokens = {}, 0
+        for request_id, position, future in late:  # after their tokens' message: the pipe keeps the order
+            future.add_done_callback(lambda f, r=request_id, p=position: self._send_late(r, p, f))
+
+    def _send_late(self, request_id: str, position: int, future: Any) -> None:
+        """Runs in the worker thread that finished the digest (or here, if it was done already)."""
+        with self.pipe:
+            self.num_late -= 1
+            try:
+                self.events.send(("digests", [_digest_item(request_id, position, future)]))
+            except OSError:
+                pass  # the parent is gone; the step loop notices on its next receive
+            self.pipe.notify_all()
+
+
+def _digest_item(request_id: str, position: int, future: Any) -> tuple[str, int, bool, str]:
+    if future.exception() is not None:
+        return request_id, position, False, f"the row digest failed: {future.exception()}"
+    return request_id, position, True, future.result()
