@@ -7,8 +7,9 @@ component drawn only when used. A kernel proof is about a kernel and is the veri
 with it, so a case names both for it.
 
 A case without the tables gets a layout derived from its graph: one component per branch of the
-argument (the goal and strategy children of the first claim below the top that has any besides a
-single claim), and one component named after the case for solutions outside every branch; each
+argument (the goal and strategy children of the top claim, or of the first claim down from it whose
+support is more than a single goal or strategy; one per top claim when there are several), and one
+component named after the case for solutions outside every branch; each
 trusted solution is a component of its own, and the component above it relies on it through a
 contract. Goals and strategies are attached to nothing themselves.
 """
