@@ -16,16 +16,17 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
-from assurance.case_model import Case, Generator, Node
+from assurance.case_model import Case, Component, Contract, Generator, Node
 from assurance.generators import PlanItem
 from assurance.ids import NodeId
 from evidence_db.canonical import digest_of, file_digest
 
 __all__ = ["cache_key", "load_cached", "store_cached", "SCHEMA_ID"]
 
-SCHEMA_ID = "bitcase.case-cache/v3"  # v2: the case root; v3: its deployment pin
-_CODE = ("case_loader.py", "case_model.py", "validate.py", "generators.py", "ids.py", "case_cache.py")
-_TUPLE_FIELDS = ("supported_by", "in_context_of", "obligations", "requires", "any_of", "subjects")
+SCHEMA_ID = "bitcase.case-cache/v4"  # v2: the case root; v3: its deployment pin; v4: components
+_CODE = ("case_loader.py", "case_model.py", "case_components.py", "validate.py", "generators.py", "ids.py",
+         "case_cache.py")
+_TUPLE_FIELDS = ("supported_by", "in_context_of", "obligations", "requires", "any_of", "subjects", "components")
 
 
 @lru_cache(maxsize=1)
@@ -68,7 +69,9 @@ def load_cached(cache_dir: Path | None, key: str, path: Path) -> Case | None:
                                      line=g["line"]) for g in c["generators"])
         return Case(id=c["id"], title=c["title"], top=NodeId(c["top"]), nodes=tuple(_node(n) for n in c["nodes"]),
                     generators=generators, document=c["document"], path=path, is_expanded=c["is_expanded"],
-                    plan_label=c["plan_label"], root=c["root"], deployment=c["deployment"])
+                    plan_label=c["plan_label"], root=c["root"], deployment=c["deployment"],
+                    components=tuple(Component(**x) for x in c["components"]),
+                    contracts=tuple(Contract(**x) for x in c["contracts"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -82,6 +85,7 @@ def store_cached(cache_dir: Path | None, key: str, case: Case) -> None:
         "is_expanded": case.is_expanded, "plan_label": case.plan_label, "root": case.root,
         "deployment": case.deployment,
         "nodes": [asdict(n) for n in case.nodes],
+        "components": [asdict(x) for x in case.components], "contracts": [asdict(x) for x in case.contracts],
         "generators": [{"id": g.id, "parent": g.parent, "template": dict(g.template), "for_each": g.for_each,
                         "match": list(g.match), "exclude": list(g.exclude), "line": g.line} for g in case.generators],
     }}

@@ -13,6 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from assurance.case_components import component_issues, parse_components
 from assurance.case_model import Case, Condition, Generator, Node
 from assurance.ids import NodeId
 from assurance.issues import CaseError, Issue
@@ -22,7 +23,7 @@ __all__ = ["load_case", "parse_case", "build_node", "NODE_KEYS", "GENERATOR_KEYS
 CASE_KEYS = ("id", "title", "top", "document", "root", "deployment")
 NODE_KEYS = ("id", "kind", "text", "source", "supported_by", "in_context_of", "undeveloped",
              "obligations", "requires", "any_of", "subjects", "trusted", "rationale",
-             "max_age_days", "when", "when_not")
+             "max_age_days", "when", "when_not", "component")
 SOLUTION_ONLY_KEYS = ("obligations", "requires", "any_of", "subjects", "trusted", "rationale",
                       "max_age_days")
 GENERATOR_KEYS = ("id", "for_each", "parent", "match", "exclude", "node")
@@ -72,7 +73,7 @@ class _Parser:
             raise CaseError([Issue("toml-syntax", self.file, None, f"not valid TOML: {exc}",
                                    "correct the TOML syntax at the reported position",
                                    int(m.group(1)) if m else 0)]) from None
-        self._unknown_keys(data, ("case", "node", "generate"), None, "top level", 0)
+        self._unknown_keys(data, ("case", "node", "generate", "component", "contract"), None, "top level", 0)
         header = data.get("case")
         if not isinstance(header, dict):
             self.issue("no-header", None, "missing the [case] table",
@@ -89,11 +90,18 @@ class _Parser:
                       for i, raw in enumerate(self._array(data, "node")))
         generators = tuple(self._generator(raw, gen_lines[i] if i < len(gen_lines) else 0)
                            for i, raw in enumerate(self._array(data, "generate")))
+        components, contracts, problems = parse_components(
+            data, file=self.file, component_lines=self._table_lines("component"),
+            contract_lines=self._table_lines("contract"))
+        templates = [Node(id=NodeId(g.id), kind=str(g.template.get("kind", "")), text="", line=g.line,
+                          components=self._components(dict(g.template), g.id, f"generator {g.id}", g.line))
+                     for g in generators]
+        self.issues += problems + component_issues((*nodes, *templates), components, contracts, file=self.file)
         if self.issues:
             raise CaseError(self.issues)
         return Case(id=case_id, title=str(header.get("title", "")), top=NodeId(top), nodes=nodes,
                     generators=generators, document=str(header.get("document", "")), path=self.path, root=root or "",
-                    deployment=deployment)
+                    deployment=deployment, components=components, contracts=contracts)
 
     def _table_lines(self, name: str) -> list[int]:
         header = re.compile(rf"^\s*\[\[\s*{name}\s*\]\]\s*(#.*)?$")
@@ -194,8 +202,12 @@ class _Parser:
             rationale=self._str(raw, "rationale", node_id, where, line), max_age_days=max_age,
             when=self._condition(raw, "when", node_id, where, line),
             when_not=self._condition(raw, "when_not", node_id, where, line),
-            line=line, generated_by=generated_by,
+            line=line, generated_by=generated_by, components=self._components(raw, node_id, where, line),
         )
+
+    def _components(self, raw: dict[str, Any], node_id: str | None, where: str, line: int) -> tuple[str, ...]:
+        """The ``component`` field: one id or a list of ids, kept in order without repeats."""
+        return tuple(dict.fromkeys(self._str_list(raw, "component", node_id, where, line)))
 
     def _generator(self, raw: dict[str, Any], line: int) -> Generator:
         gen_id = raw.get("id") if isinstance(raw.get("id"), str) else None

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from assurance.ids import NodeId
 
-__all__ = ["Condition", "Node", "Generator", "Case"]
+__all__ = ["Condition", "Node", "Generator", "Component", "Contract", "Case"]
 
 # A deployment condition: field name -> accepted values (compared as strings).
 Condition = tuple[tuple[str, tuple[str, ...]], ...]
@@ -41,6 +41,7 @@ class Node:
     when_not: Condition = ()  # does not apply when any field of D has one of these values
     line: int = 0  # line of the node's table in the case file (0 if unknown)
     generated_by: str | None = None  # id of the generator that made this node
+    components: tuple[str, ...] = ()  # goals, strategies, solutions: component or contract ids it is about
 
     @property
     def policy_categories(self) -> tuple[str, ...]:
@@ -70,6 +71,26 @@ class Generator:
 
 
 @dataclass(frozen=True, slots=True)
+class Component:
+    """A ``[[component]]`` table: a part of the system the trust-boundary diagram draws."""
+
+    id: str
+    label: str
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Contract:
+    """A ``[[contract]]`` table: what one component relies on another for, across their boundary."""
+
+    id: str
+    source: str  # component id (``from`` in the file)
+    target: str  # component id (``to`` in the file)
+    label: str
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Case:
     """A whole case: header, hand-written nodes, generators and (once expanded) generated nodes."""
 
@@ -84,6 +105,8 @@ class Case:
     plan_label: str = ""  # which plan the generated nodes came from
     root: str = ""  # where `code:` subjects resolve: relative to the case file, absolute, or "<bitcase>"
     deployment: str = ""  # the D the gate judges when pinned here (see assurance.pinning), else ""
+    components: tuple[Component, ...] = ()  # empty: the diagram derives its components from the graph
+    contracts: tuple[Contract, ...] = ()
     _by_id: dict[str, Node] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -11,7 +11,8 @@ from collections import defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
 from assurance.evaluation import CONTEXT, Evaluation, NodeResult
-from assurance.render.model import EvidenceModel, NodeModel, ReportModel, ReviewModel, ScopeModel
+from assurance.render.model import (ComponentModel, ContractModel, EvidenceModel, NodeModel, ReportModel, ReviewModel,
+                                    ScopeModel)
 from assurance.render.reviews import evidence_review
 from assurance.reviews import ReviewState, review_state
 from assurance.trusted import trusted_base
@@ -28,7 +29,8 @@ def _review(state: ReviewState | None) -> ReviewModel | None:
                        expires=state.expires.isoformat() if state.expires else "")
 
 
-def node_model(result: NodeResult, *, case_file: str, review: ReviewState | None = None) -> NodeModel:
+def node_model(result: NodeResult, *, case_file: str, review: ReviewState | None = None,
+               components: tuple[str, ...] = ()) -> NodeModel:
     """One evaluated node as the report shows it."""
     evidence_ids = sorted({e for o in result.obligations
                            for e in (*o.evidence_ids, *o.stale_ids, *o.defeater_ids)})
@@ -41,7 +43,7 @@ def node_model(result: NodeResult, *, case_file: str, review: ReviewState | None
         categories=tuple(dict.fromkeys((*result.requires, *result.any_of))),
         is_trusted=result.is_trusted, trust_rationale=result.rationale,
         review=_review(result.review or review),
-        counterexamples=tuple(c.to_json() for c in result.counterexamples),
+        counterexamples=tuple(c.to_json() for c in result.counterexamples), components=components,
     )
 
 
@@ -61,7 +63,8 @@ def scope_model(evaluation: Evaluation, *, deployment_fields: Mapping[str, Any],
         # where the review stands for every trusted item, stale or failed ones included.
         own = (review_state(evaluation.case.node(result.id), by_target.get(result.id, ()), today=evaluation.today)
                if result.is_trusted and result.review is None else None)
-        nodes.append(node_model(result, case_file=case_file, review=own))
+        nodes.append(node_model(result, case_file=case_file, review=own,
+                                components=evaluation.case.node(result.id).components))
     base = sorted({r.id for top in evaluation.tops for r in trusted_base(evaluation, top)})
     items = []
     for view in evidence:
@@ -77,7 +80,11 @@ def scope_model(evaluation: Evaluation, *, deployment_fields: Mapping[str, Any],
                     if view.item_id in by_target else None)))
     return ScopeModel(deployment_digest=evaluation.deployment_digest, deployment_fields=dict(deployment_fields),
                       nodes=tuple(nodes), top_claims=tuple(evaluation.tops), trusted_base=tuple(base),
-                      evidence=tuple(items), notes=tuple(notes))
+                      evidence=tuple(items), notes=tuple(notes),
+                      components=tuple(ComponentModel(c.id, c.label) for c in evaluation.case.components),
+                      contracts=tuple(ContractModel(c.id, c.source, c.target, c.label)
+                                      for c in evaluation.case.contracts),
+                      system=evaluation.case.id)
 
 
 def report_model(evaluations: Sequence[tuple[Evaluation, Mapping[str, Any], Sequence[str]]], *,

@@ -1,60 +1,27 @@
-"""The system's components and the contracts between them, and which case node is about which.
+"""The components the trust-boundary diagram draws, the contracts between them, and which node is about which.
 
-The trust-boundary diagram draws components (engine, kernels, verifier, Triton compiler,
-GPU, driver, evidence store) inside regions by how they are assured, and the contracts that
-cross each boundary as edges. A case node is attached to a component or a contract by its
-explicit ``component`` field (a component or contract key) when the case sets one, else by
-the first keyword rule below that its id or text matches; kernel proofs are about the kernels,
-other solutions about the engine, and goals and strategies are attached to nothing.
+A case that declares ``[[component]]`` and ``[[contract]]`` tables gets exactly those. A solution
+is about what its ``component`` field names, else what its nearest claim above names (depth first
+from the top claims, in case order: the first path wins), else it lands in an "unassigned"
+component drawn only when used. A kernel proof is about a kernel and is the verifier's contract
+with it, so a case names both for it.
+
+A case without the tables gets a layout derived from its graph: one component per branch of the
+argument (the goal and strategy children of the top claim, or of the first claim down from it whose
+support is more than a single goal or strategy; one per top claim when there are several), and one
+component named after the case for solutions outside every branch; each
+trusted solution is a component of its own, and the component above it relies on it through a
+contract. Goals and strategies are attached to nothing themselves.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
-from assurance.render.model import NodeModel
+from assurance.render.model import ComponentModel, ContractModel, NodeModel, ScopeModel
 
-__all__ = ["Component", "Contract", "COMPONENTS", "CONTRACTS", "REGIONS", "attachments", "region_of"]
-
-
-@dataclass(frozen=True, slots=True)
-class Component:
-    key: str  # a DOT-safe identifier
-    label: str
-
-
-@dataclass(frozen=True, slots=True)
-class Contract:
-    key: str
-    source: str  # component key
-    target: str  # component key
-    label: str
-
-
-COMPONENTS = (
-    Component("engine", "Inference engine"),
-    Component("kernels", "Triton kernels (sealed plan)"),
-    Component("verifier", "Kernel verifier"),
-    Component("triton", "Triton compiler"),
-    Component("driver", "Driver and CUDA runtime"),
-    Component("gpu", "GPU"),
-    Component("store", "Evidence store"),
-)
-
-CONTRACTS = (
-    Contract("contract_translation", "engine", "kernels", "kernel contract as the engine uses it"),
-    Contract("tensor_representation", "engine", "kernels", "tensor representation correspondence"),
-    Contract("interface_mapping", "engine", "kernels", "interface mapping"),
-    Contract("sealed_plan", "engine", "kernels", "launches only in the sealed plan, no autotuning"),
-    Contract("attention_finiteness", "engine", "kernels", "attention finiteness premises"),
-    Contract("kernel_proof", "verifier", "kernels", "selected-region invariance proofs"),
-    Contract("compilation", "kernels", "triton", "the code that runs (compiled or interpreted) keeps the source semantics"),
-    Contract("launch", "triton", "driver", "driver loads and launches the compiled code"),
-    Contract("execution", "driver", "gpu", "GPU executes the code as compiled"),
-    Contract("graph_replay", "engine", "driver", "padded CUDA-graph replay fidelity"),
-    Contract("evidence_bundle", "engine", "store", "evidence bundles (schema v2)"),
-    Contract("proof_evidence", "verifier", "store", "kernel proof evidence"),
-)
+__all__ = ["Layout", "layout", "region_of", "REGIONS", "UNASSIGNED"]
 
 # Regions from strongest to weakest assurance, then the two without support.
 REGIONS = {
@@ -65,46 +32,123 @@ REGIONS = {
     "unsupported": "Unsupported (failed, stale or missing)",
     "outside": "Outside the case (implicitly trusted)",
 }
-
-# (needles, key, applies to trusted items only): GPU, compiler and driver are only ever
-# trusted here, while a solution's text may merely mention them ("a comparison run on the GPU").
-_RULES: tuple[tuple[tuple[str, ...], str, bool], ...] = (
-    (("contract translation", "contract-translation", "contract_translation"), "contract_translation",
-     False),
-    (("tensor representation", "tensor-representation", "representation correspondence"),
-     "tensor_representation", False),
-    (("interface mapping", "interface-mapping", "interface_mapping"), "interface_mapping", False),
-    (("finiteness", "finite"), "attention_finiteness", False),
-    (("cuda graph", "cuda-graph", "cudagraph", "graph replay"), "graph_replay", False),
-    (("sealed plan", "sealed-plan", "autotun", "launch configuration"), "sealed_plan", False),
-    (("cpu path", "interpreter"), "compilation", True),
-    (("triton compiler", "compiler", "triton primitive"), "triton", True),
-    (("driver", "cuda runtime"), "driver", True),
-    (("gpu execution", "gpu"), "gpu", True),
-    (("translator", "solver encoding", "verifier", "z3"), "verifier", True),
-    (("evidence store", "hash chain", "evidence bundle"), "store", False),
-    (("kernel proof", "selected-region", "selected region"), "kernels", False),
-)
-
-_KEYS = {c.key for c in COMPONENTS} | {c.key for c in CONTRACTS}
+UNASSIGNED = ComponentModel("unassigned", "Not assigned to a component")
+_CLAIM_KINDS = ("goal", "strategy")
+# DOT ids the diagram uses itself; a component whose id would clash gets a suffix.
+_RESERVED = frozenset({"focus_claim", "node", "edge", "graph", "digraph", "subgraph", "strict"})
 
 
-def attachments(node: NodeModel) -> tuple[str, ...]:
-    """The component and contract keys ``node`` is about; none for goals, strategies and context.
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """What one diagram draws; every key is a DOT id (ASCII letters, digits and '_')."""
 
-    A kernel proof is about a kernel and is the verifier's contract with it, so it counts for both.
+    components: tuple[ComponentModel, ...]
+    contracts: tuple[ContractModel, ...]
+    attached: dict[str, tuple[str, ...]] = field(default_factory=dict)  # node id -> component/contract keys
+    is_derived: bool = False
+
+
+class _Keys:
+    """Case ids to unique DOT ids: ``.`` and ``-`` become ``_``; clashes get ``_2``, ``_3``…"""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, str] = {}
+        self.used: set[str] = set(_RESERVED)
+
+    def __call__(self, name: str) -> str:
+        if name not in self.ids:
+            base = re.sub(r"[^A-Za-z0-9_]", "_", name)
+            base = base if re.match(r"[A-Za-z]", base) and not base.startswith("legend") else f"c_{base}"
+            key, n = base, 1
+            while key in self.used:
+                n += 1
+                key = f"{base}_{n}"
+            self.used.add(key)
+            self.ids[name] = key
+        return self.ids[name]
+
+
+def _walk(start: str, by_id: dict[str, NodeModel], seen: set[str] | None = None) -> list[tuple[str, str]]:
+    """(node id, id of its parent on the first path) in depth-first preorder from ``start``.
+
+    Nodes in ``seen`` are skipped, and every node visited is added to it.
     """
-    if node.component:
-        return (node.component,) if node.component in _KEYS else ()
-    if node.kind != "solution" and not node.is_trusted:
-        return ()
-    if "kernel_proof" in node.categories:
-        return ("kernels", "kernel_proof")
-    haystack = f"{node.node_id} {node.text}".lower()
-    for needles, key, trusted_only in _RULES:
-        if (node.is_trusted or not trusted_only) and any(n in haystack for n in needles):
-            return (key,)
-    return ("engine",)
+    order, stack = [], [(start, "")]
+    seen = set() if seen is None else seen
+    while stack:
+        node_id, parent = stack.pop()
+        if node_id in seen or node_id not in by_id:
+            continue
+        seen.add(node_id)
+        order.append((node_id, parent))
+        stack.extend((kid, node_id) for kid in reversed(by_id[node_id].children))
+    return order
+
+
+def _declared(scope: ScopeModel, by_id: dict[str, NodeModel]) -> Layout:
+    keys = _Keys()
+    components = [ComponentModel(keys(c.key), c.label) for c in scope.components]
+    contracts = [ContractModel(keys(c.key), keys(c.source), keys(c.target), c.label) for c in scope.contracts]
+    names: dict[str, tuple[str, ...]] = {}
+    seen: set[str] = set()
+    for start in (*scope.top_claims, *by_id):  # the top claims first, then whatever they do not reach
+        for node_id, parent in _walk(start, by_id, seen):
+            names[node_id] = by_id[node_id].components or names.get(parent, ())
+    attached = {n.node_id: tuple(keys(k) for k in names.get(n.node_id, ())) or (UNASSIGNED.key,)
+                for n in scope.nodes if n.kind == "solution"}
+    if any(UNASSIGNED.key in v for v in attached.values()):
+        components.append(ComponentModel(keys(UNASSIGNED.key), UNASSIGNED.label))
+    return Layout(tuple(components), tuple(contracts), attached)
+
+
+def _branch_level(scope: ScopeModel, by_id: dict[str, NodeModel]) -> list[str]:
+    """The claims the derived layout draws as components (maybe none)."""
+    if len(scope.top_claims) != 1:
+        return [t for t in scope.top_claims if t in by_id]
+    node = by_id[scope.top_claims[0]]
+    while True:
+        kids = [by_id[k] for k in node.children if k in by_id]
+        claims = [k for k in kids if k.kind in _CLAIM_KINDS]
+        if len(claims) == 1 and len(kids) == 1:
+            node = claims[0]
+            continue
+        return [k.node_id for k in claims]
+
+
+def _derived(scope: ScopeModel, by_id: dict[str, NodeModel]) -> Layout:
+    keys = _Keys()
+    system = ComponentModel(keys(scope.system or "system"), scope.system or "The system")
+    owner: dict[str, ComponentModel] = {}  # solution id -> the component it is about (or relies on it)
+    components: list[ComponentModel] = []
+    for branch in _branch_level(scope, by_id):
+        comp = ComponentModel(keys(branch), by_id[branch].text)
+        components.append(comp)
+        for node_id, _ in _walk(branch, by_id):
+            owner.setdefault(node_id, comp)
+    solutions = [n for n in scope.nodes if n.kind == "solution"]
+    attached: dict[str, tuple[str, ...]] = {}
+    contracts: list[ContractModel] = []
+    trusted: list[ComponentModel] = []
+    for node in solutions:
+        above = owner.get(node.node_id, system)
+        if node.is_trusted:
+            comp = ComponentModel(keys(node.node_id), node.text)
+            contract = ContractModel(keys(f"relies_on_{node.node_id}"), above.key, comp.key, f"relies on {node.node_id}")
+            trusted.append(comp)
+            contracts.append(contract)
+            attached[node.node_id] = (comp.key, contract.key)
+        else:
+            attached[node.node_id] = (above.key,)
+    used = {k for v in attached.values() for k in v} | {c.source for c in contracts}
+    if system.key in used or not components:
+        components.insert(0, system)
+    return Layout(tuple(components + trusted), tuple(contracts), attached, is_derived=True)
+
+
+def layout(scope: ScopeModel) -> Layout:
+    """The components, contracts and attachments of ``scope``'s diagram."""
+    by_id = {n.node_id: n for n in scope.nodes}
+    return _declared(scope, by_id) if scope.components else _derived(scope, by_id)
 
 
 _STATUS_REGION = {"verified": "verified", "runtime-checked": "runtime-checked", "tested": "tested",

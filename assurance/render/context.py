@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any
 
 from assurance.render import legend, tables
+from assurance.render.components import REGIONS
 from assurance.render.fragments import Links
 from assurance.render.model import NodeModel, ReportModel, ScopeModel
 from assurance.render.safe import anchor_id, clean_text, short_digest
@@ -81,6 +82,18 @@ def _verdict(node: NodeModel, scope: ScopeModel) -> dict[str, Any]:
             "num_trusted_base": len(scope.trusted_base)}
 
 
+def _sections(scope: ScopeModel) -> dict[str, bool]:
+    """Which optional sections the case has something for: a category table when a solution may be
+    discharged by that category or the store holds evidence of it, the trusted base when the case
+    takes something on trust (the attention list shows when it has entries)."""
+    named = {c for n in scope.nodes for c in n.categories} | {i.category for i in scope.evidence}
+    has = {"kernel_proofs": "kernel_proof" in named, "runtime_checks": "runtime_config_check" in named,
+           "suites": "test_result" in named,
+           "trusted": any(n.is_trusted for n in scope.nodes) or "trusted_contract_translation" in named}
+    has["categories"] = has["kernel_proofs"] or has["runtime_checks"] or has["suites"]
+    return has
+
+
 def scope_context(scope: ScopeModel, node_prefix: str, evidence_prefix: str) -> dict[str, Any]:
     """Everything the templates show for one deployment configuration."""
     by_id = {n.node_id: n for n in scope.nodes}
@@ -98,6 +111,8 @@ def scope_context(scope: ScopeModel, node_prefix: str, evidence_prefix: str) -> 
         "verdicts": [_verdict(by_id[c], scope) for c in scope.top_claims],
         "is_external": scope.deployment_fields.get("kind") == "external",
         "metrics": _metrics(scope),
+        "has": _sections(scope),
+        "diagram_derived": not scope.components,
         "attention": _attention(scope),
         "rows": tree_rows(scope),
         "kernel_proofs": _capped(tables.kernel_proof_rows(scope.evidence)),
@@ -174,7 +189,11 @@ def report_context(model: ReportModel) -> dict[str, Any]:
         "status_text": legend.STATUS_TEXT,
         "review_text": legend.REVIEW_TEXT,
         "category_text": legend.CATEGORY_TEXT,
+        "region_text": legend.REGION_TEXT,
+        "region_labels": REGIONS,
+        "edge_text": legend.EDGE_TEXT,
         "data": report_data(model, scopes),
+        "any_trusted": any(s["has"]["trusted"] for s in scopes),
         # Header columns: only the statuses that occur, strongest first.
         "status_columns": [st for st in legend.STATUS_ORDER
                            if any(s["metrics"]["by_status"].get(st) for s in scopes)],

@@ -1,18 +1,21 @@
 """The trust-boundary diagram as DOT, built with pydot (imported lazily).
 
 Regions (clusters) hold the components by how they are assured; the contracts that cross
-a boundary are edges. DOT ids are fixed ASCII keys and never contain ``:``; all case text
-goes into quoted labels. The same scope gives the same DOT bytes: everything is emitted in
+a boundary are edges; a legend cluster says what each region and edge style means. The
+components and contracts come from the case (:mod:`assurance.render.components`). DOT ids are
+ASCII letters, digits and ``_`` and never contain ``:``; all case text goes into quoted labels. The same scope gives the same DOT bytes: everything is emitted in
 sorted order and nothing depends on time or the machine.
 """
 
 from __future__ import annotations
 
+import html
 import textwrap
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING
 
-from assurance.render.components import COMPONENTS, CONTRACTS, REGIONS, attachments, region_of
+from assurance.render.components import REGIONS, layout, region_of
+from assurance.render.legend import EDGE_TEXT, REGION_TEXT
 from assurance.render.model import ScopeModel
 from assurance.render.safe import clean_text, short_digest
 
@@ -73,22 +76,23 @@ def build_diagram(scope: ScopeModel, *, focus: str | None = None) -> "pydot.Dot"
     import pydot  # lazily: the CLI's --help must not pay for it
 
     keep = rests_on(scope, focus) if focus else {n.node_id for n in scope.nodes}
+    drawn = layout(scope)
     attached: dict[str, list[str]] = defaultdict(list)  # key -> statuses of attached nodes
     members: dict[str, list[str]] = defaultdict(list)  # key -> attached node ids
     excluded: set[str] = set()  # keys whose only case nodes do not apply under D
     for node in sorted(scope.nodes, key=lambda n: n.node_id):
         if node.node_id not in keep:
             continue
-        for key in attachments(node):
+        for key in drawn.attached.get(node.node_id, ()):
             if node.status == "not-applicable":
                 excluded.add(key)
                 continue
             attached[key].append(node.status or "missing")
             members[key].append(node.node_id)
 
-    contracts = [c for c in CONTRACTS if not focus or c.key in attached]
+    contracts = [c for c in drawn.contracts if not focus or c.key in attached]
     used = {c.source for c in contracts} | {c.target for c in contracts}
-    components = [c for c in COMPONENTS if not focus or c.key in attached or c.key in used]
+    components = [c for c in drawn.components if not focus or c.key in attached or c.key in used]
 
     title = f"Trust boundaries under D {short_digest(scope.deployment_digest)}"
     if focus:
@@ -115,7 +119,9 @@ def build_diagram(scope: ScopeModel, *, focus: str | None = None) -> "pydot.Dot"
         for comp in by_region[region]:
             statuses = attached.get(comp.key, [])
             has_problem = any(s in _PROBLEMS for s in statuses)
-            text = comp.label + "\n" + _summary(statuses, comp.key in excluded)
+            label = textwrap.shorten(clean_text(comp.label), 100, placeholder="…")
+            text = "\n".join(textwrap.wrap(label, 34)) + "\n" + _summary(
+                statuses, comp.key in excluded)
             cluster.add_node(pydot.Node(comp.key, label=dot_quote(text),
                                         color=dot_quote("#cf222e" if has_problem else colour),
                                         penwidth="2.5" if has_problem else "1.2",
@@ -141,7 +147,38 @@ def build_diagram(scope: ScopeModel, *, focus: str | None = None) -> "pydot.Dot"
             if comp.key in attached:
                 graph.add_edge(pydot.Edge("focus_claim", comp.key, style="dotted", arrowhead="none",
                                           color=dot_quote("#6e7781")))
+    graph.add_subgraph(_legend(pydot, derived=drawn.is_derived))
     return graph
+
+
+def _legend(pydot, *, derived: bool) -> "pydot.Cluster":
+    """What each region and edge style means: fixed text, the same in every diagram.
+
+    The one HTML-like label in the diagram; it holds only our own escaped text, never the case's.
+    """
+    rows = []
+    for region, text in REGION_TEXT.items():
+        colour = _REGION_COLOURS[region]
+        border = ' STYLE="dashed"' if region in ("trusted", "outside") else ""
+        rows.append(f'<TR><TD BORDER="1" COLOR="{colour}"{border} WIDTH="18"> </TD>'
+                    f'<TD ALIGN="LEFT"><FONT COLOR="{colour}">{html.escape(REGIONS[region])}</FONT></TD>'
+                    f'<TD ALIGN="LEFT">{html.escape(text)}</TD></TR>')
+    notes = [EDGE_TEXT["red"]]
+    if derived:
+        notes.append("The case declares no [[component]] tables: the components are derived from its argument "
+                     "(one per branch, and each trusted item its own).")
+    rows += [f'<TR><TD COLSPAN="3" ALIGN="LEFT">{html.escape(n)}</TD></TR>' for n in notes]
+    table = f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="3">{"".join(rows)}</TABLE>>'
+    legend = pydot.Cluster("legend", label=dot_quote("Legend"), color=dot_quote("#8c959f"),
+                           fontcolor=dot_quote("#57606a"), style="rounded")
+    legend.add_node(pydot.Node("legend_regions", shape="plaintext", fontsize="9", label=table))
+    for style in ("solid", "dashed"):
+        ends = (f"legend_{style}_from", f"legend_{style}_to")
+        for end in ends:
+            legend.add_node(pydot.Node(end, shape="point", width="0.06", color=dot_quote("#57606a")))
+        legend.add_edge(pydot.Edge(*ends, style=style, color=dot_quote("#57606a"), fontsize="9",
+                                   label=dot_quote(f"{style}: {EDGE_TEXT[style]}", wrap_at=60)))
+    return legend
 
 
 def dot_source(scope: ScopeModel, *, focus: str | None = None) -> str:

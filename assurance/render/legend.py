@@ -6,7 +6,8 @@ a test are evidence of a different, weaker kind, and trusted items are not check
 
 from __future__ import annotations
 
-__all__ = ["STATUS_TEXT", "REVIEW_TEXT", "CATEGORY_TEXT", "VERDICT_TEXT", "STATUS_ORDER"]
+__all__ = ["STATUS_TEXT", "REVIEW_TEXT", "CATEGORY_TEXT", "VERDICT_TEXT", "STATUS_ORDER", "REGION_TEXT",
+           "EDGE_TEXT"]
 
 STATUS_TEXT = {
     "verified": "Discharged by a kernel proof (relational proof checked with Z3).",
@@ -49,4 +50,21 @@ CATEGORY_TEXT = {
     "runtime_config_check": "Runtime check",
     "test_result": "Test result",
     "trusted_contract_translation": "Trusted item",
+}
+
+# The trust-boundary diagram's regions: a component sits in the weakest region of the case nodes
+# about it, so one unproved node is enough to move it out of "verified".
+REGION_TEXT = {
+    "verified": "Every case node about it is verified by a kernel proof.",
+    "runtime-checked": "Its weakest case node is checked at run time: a check, not a proof.",
+    "tested": "Its weakest case node is tested: a test, not a proof.",
+    "trusted": "It rests on at least one item taken on trust: not checked at all.",
+    "unsupported": "No case node about it is supported: each is failed, stale or missing.",
+    "outside": "No case node is about it: outside the case, so implicitly trusted.",
+}
+
+EDGE_TEXT = {
+    "solid": "A contract between two components, assured by verified, runtime-checked or tested evidence.",
+    "dashed": "A contract taken on trust, or with no case node (outside the case); a dashed region is not checked.",
+    "red": "A red edge or border: a case node about it is failed, stale or missing.",
 }

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["SOLUTION_STATUSES", "GOAL_STATUSES", "OTHER_STATUSES", "REVIEW_STATES", "NODE_KINDS", "ReviewModel", "NodeModel",
-           "EvidenceModel", "ScopeModel", "ReportModel"]
+           "EvidenceModel", "ComponentModel", "ContractModel", "ScopeModel", "ReportModel"]
 
 SOLUTION_STATUSES = ("verified", "runtime-checked", "tested", "trusted-reviewed",
                      "trusted-unreviewed", "stale", "failed", "missing")
@@ -64,7 +64,7 @@ class NodeModel:
     trust_rationale: str = ""
     review: ReviewModel | None = None
     counterexamples: tuple[dict[str, Any], ...] = ()
-    component: str = ""  # a key of assurance.render.components.COMPONENTS, or ""
+    components: tuple[str, ...] = ()  # ids of the case's components or contracts the node names itself
 
     def __post_init__(self) -> None:
         if not self.node_id:
@@ -93,6 +93,24 @@ class EvidenceModel:
 
 
 @dataclass(frozen=True, slots=True)
+class ComponentModel:
+    """A part of the system the case declares (``[[component]]``), drawn in the diagram."""
+
+    key: str
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContractModel:
+    """What component ``source`` relies on component ``target`` for (``[[contract]]``)."""
+
+    key: str
+    source: str
+    target: str
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
 class ScopeModel:
     """The case evaluated under one deployment configuration D."""
 
@@ -103,8 +121,18 @@ class ScopeModel:
     trusted_base: tuple[str, ...]  # node ids of every trusted item a top claim rests on
     evidence: tuple[EvidenceModel, ...] = ()
     notes: tuple[str, ...] = ()  # what the reader should know about this evaluation
+    # The case's declared components and contracts; none: the diagram derives them from the graph.
+    components: tuple[ComponentModel, ...] = ()
+    contracts: tuple[ContractModel, ...] = ()
+    system: str = ""  # what to call the whole system in a derived diagram (the case id)
 
     def __post_init__(self) -> None:
+        keys = [c.key for c in (*self.components, *self.contracts)]
+        if len(set(keys)) != len(keys):
+            raise ValueError("component and contract keys in a scope must be unique")
+        names = {c.key for c in self.components}
+        if any(c.source not in names or c.target not in names for c in self.contracts):
+            raise ValueError("every contract must join two components of the scope")
         ids = {n.node_id for n in self.nodes}
         if len(ids) != len(self.nodes):
             raise ValueError("node ids in a scope must be unique")

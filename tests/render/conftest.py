@@ -7,7 +7,11 @@ import shutil
 
 import pytest
 
-from assurance.render.model import EvidenceModel, NodeModel, ReportModel, ReviewModel, ScopeModel
+from functools import lru_cache
+from pathlib import Path
+
+from assurance.render.model import (ComponentModel, ContractModel, EvidenceModel, NodeModel, ReportModel, ReviewModel,
+                                    ScopeModel)
 
 # Graphviz: skipped without `dot`, unless BITCASE_REQUIRE_DOT=1 makes its absence a failure.
 needs_dot = pytest.mark.skipif(
@@ -32,29 +36,43 @@ def _ev(item_id: str, category: str, status: str = "pass", **kw) -> EvidenceMode
     return EvidenceModel(**base)
 
 
+@lru_cache(maxsize=1)
+def bundled_components() -> tuple[tuple[ComponentModel, ...], tuple[ContractModel, ...]]:
+    """The components and contracts the bundled determinism case declares."""
+    from assurance.case_loader import load_case
+
+    case = load_case(Path(__file__).resolve().parents[2] / "assurance" / "cases" / "determinism.toml")
+    return (tuple(ComponentModel(c.id, c.label) for c in case.components),
+            tuple(ContractModel(c.id, c.source, c.target, c.label) for c in case.contracts))
+
+
 def make_scope(digest: str = D1, *, hostile: bool = False) -> ScopeModel:
-    """A small determinism case: one top goal, a strategy, four solutions, two trusted items."""
+    """A small determinism case: one top goal, a strategy, four solutions, two trusted items.
+
+    Its components are the bundled case's; the nodes name theirs as the bundled case does.
+    """
     text = HOSTILE if hostile else "Kernel proofs for every kernel in the sealed plan"
     nodes = (
         NodeModel("G1", "goal", "Traces agree by prefix comparability under D", "supported-under-trust",
-                  source_ref="cases/determinism.toml:3", children=("S1",), context=("C1",)),
+                  source_ref="cases/determinism.toml:3", children=("S1",), context=("C1",), components=("engine",)),
         NodeModel("C1", "context", "Deployment configuration D"),
         NodeModel("S1", "strategy", "Theorem 4.1 plus induction over steps", "supported-under-trust",
                   children=("Sn-kernels", "Sn-plan", "Sn-compare", "T-triton", "T-gpu")),
         NodeModel("Sn-kernels", "solution", text, "verified", categories=("kernel_proof",),
-                  evidence_ids=("proof-matmul", "proof-attn")),
+                  evidence_ids=("proof-matmul", "proof-attn"), components=("kernels", "kernel_proof")),
         NodeModel("Sn-plan", "solution", "Launches only in the sealed plan, no autotuning",
-                  "runtime-checked", categories=("runtime_config_check",), evidence_ids=("check-plan",)),
+                  "runtime-checked", categories=("runtime_config_check",), evidence_ids=("check-plan",),
+                  components=("sealed_plan",)),
         NodeModel("Sn-compare", "solution", "Comparison suites agree bitwise", "tested",
                   categories=("test_result",), evidence_ids=("cmp-0", "cmp-1", "cmp-2")),
         NodeModel("T-triton", "solution", "Triton compiler preserves kernel semantics", "trusted-reviewed",
                   is_trusted=True, trust_rationale="Widely used compiler; pinned version",
-                  categories=("trusted_contract_translation",),
+                  categories=("trusted_contract_translation",), components=("triton",),
                   review=ReviewModel("accepted", reviewer="alice", decision="accept",
                                      rationale="ok", reviewed_at="2026-11-02T00:00:00Z")),
         NodeModel("T-gpu", "solution", "GPU execution is deterministic for a fixed launch",
                   "trusted-unreviewed", is_trusted=True, trust_rationale=HOSTILE if hostile else "",
-                  categories=("trusted_contract_translation",), review=ReviewModel("expired")),
+                  categories=("trusted_contract_translation",), review=ReviewModel("expired"), components=("gpu",)),
     )
     evidence = (
         _ev("proof-matmul", "kernel_proof", details={"kernel": "matmul", "configuration": "BM=64,BN=64",
@@ -77,7 +95,7 @@ def make_scope(digest: str = D1, *, hostile: bool = False) -> ScopeModel:
     return ScopeModel(deployment_digest=digest,
                       deployment_fields={"gpu": "cpu", "torch": "2.13.0", "note": HOSTILE if hostile else "-"},
                       nodes=nodes, top_claims=("G1",), trusted_base=("T-triton", "T-gpu"),
-                      evidence=evidence)
+                      evidence=evidence, components=bundled_components()[0], contracts=bundled_components()[1])
 
 
 def make_model(*, hostile: bool = False, digests: tuple[str, ...] = (D1,)) -> ReportModel:

@@ -70,6 +70,36 @@ def test_diagram_svg_and_focus(store, case_file, tmp_path):
     assert result.exit_code == 0 and "focus_claim" in (tmp_path / "f.dot").read_text(encoding="utf-8")
 
 
+# The bundled case's components and contracts (declared in its [[component]] and [[contract]] tables).
+_BUNDLED_COMPONENTS = ("engine", "kernels", "verifier", "triton", "driver", "gpu", "store")
+_BUNDLED_CONTRACTS = (("engine", "kernels", 5), ("verifier", "kernels", 1), ("kernels", "triton", 1),
+                      ("triton", "driver", 1), ("driver", "gpu", 1), ("engine", "driver", 1), ("engine", "store", 1),
+                      ("verifier", "store", 1))
+
+
+def test_the_bundled_cases_diagrams_keep_their_components(store, tmp_path):
+    import re
+    from pathlib import Path
+
+    cases = Path(__file__).resolve().parents[2] / "assurance" / "cases"
+    result = invoke("diagram", "--db", store, "--case", cases / "determinism.toml", "--out", tmp_path / "d.dot")
+    assert result.exit_code == 0, result.stderr
+    dot_text = (tmp_path / "d.dot").read_text(encoding="utf-8")
+    drawn = re.findall(r"^(\w+) \[label=", dot_text, re.M)
+    assert [n for n in drawn if not n.startswith("legend")] == sorted(_BUNDLED_COMPONENTS, key=drawn.index)
+    assert set(drawn) >= set(_BUNDLED_COMPONENTS) and "unassigned" not in drawn
+    edges = re.findall(r"^(\w+) -> (\w+) \[", dot_text, re.M)
+    for source, target, count in _BUNDLED_CONTRACTS:
+        assert edges.count((source, target)) == count, (source, target)
+    assert "Kernel verifier\\n3 trusted-unreviewed" in dot_text  # translator, rules and solver encoding
+    assert re.search(r'^engine -> kernels \[label="launches only in the sealed plan', dot_text, re.M)
+    result = invoke("diagram", "--db", store, "--case", cases / "external.toml", "--out", tmp_path / "x.dot")
+    assert result.exit_code == 0, result.stderr
+    dot_text = (tmp_path / "x.dot").read_text(encoding="utf-8")
+    assert "External inference engine (black\\nbox)" in dot_text and "Triton" not in dot_text
+    assert "6 missing" in dot_text and "declares no [[component]]" not in dot_text
+
+
 def test_diagram_errors(store, case_file, tmp_path, monkeypatch):
     result = invoke("diagram", "--db", store, "--case", case_file, "--out", tmp_path / "d.jpg")
     assert result.exit_code == 2 and ".svg, .png or .dot" in result.stderr

@@ -6,10 +6,10 @@ from dataclasses import replace
 import pytest
 
 from assurance.render import graphviz
-from assurance.render.components import attachments, region_of
+from assurance.render.components import layout, region_of
 from assurance.render.diagram import UnknownNodeError, dot_quote, dot_source
 from assurance.render.html import RenderOptions, render_report_html
-from assurance.render.model import NodeModel
+from assurance.render.model import ComponentModel, ContractModel, NodeModel, ScopeModel
 from tests.render.conftest import HOSTILE, make_model, make_scope, needs_dot
 
 
@@ -58,13 +58,58 @@ def test_components_land_in_the_right_regions():
     assert region_of(["verified", "tested"]) == "tested"
 
 
-def test_attachment_rules_keep_gpu_mentions_in_solutions_on_the_engine():
-    assert attachments(NodeModel("S", "solution", "comparison suite on the GPU", "tested")) == ("engine",)
-    assert attachments(NodeModel("T", "solution", "GPU execution", "trusted-unreviewed", is_trusted=True)) == ("gpu",)
-    assert attachments(NodeModel("G", "goal", "GPU", "supported")) == ()
-    assert attachments(NodeModel("S", "solution", "x", component="driver")) == ("driver",)
-    assert attachments(NodeModel("P", "solution", "x", "verified", categories=("kernel_proof",))) == (
-        "kernels", "kernel_proof")
+def test_solutions_take_the_components_their_claims_name():
+    scope = make_scope()
+    drawn = layout(scope)
+    assert drawn.attached["Sn-compare"] == ("engine",)  # inherited from G1
+    assert drawn.attached["Sn-kernels"] == ("kernels", "kernel_proof")
+    assert drawn.attached["T-gpu"] == ("gpu",) and "G1" not in drawn.attached
+    assert [c.key for c in drawn.components] == [c.key for c in scope.components]  # nothing unassigned
+    orphan = replace(scope, nodes=tuple(replace(n, components=()) if n.node_id == "G1" else n for n in scope.nodes))
+    drawn = layout(orphan)
+    assert drawn.attached["Sn-compare"] == ("unassigned",) and drawn.components[-1].key == "unassigned"
+    assert "Not assigned to a component" in dot_source(orphan)
+
+
+def test_a_case_without_components_gets_a_derived_layout_not_the_engine():
+    nodes = (NodeModel("G.top", "goal", "Top", "supported-under-trust", children=("G.a", "G.b")),
+             NodeModel("G.a", "goal", "Parsing is exact", "supported", children=("t.parse",)),
+             NodeModel("G.b", "goal", "Storage is durable", "supported-under-trust", children=("t.store", "tr.disk")),
+             NodeModel("t.parse", "solution", "parse tests", "tested"),
+             NodeModel("t.store", "solution", "store tests", "tested"),
+             NodeModel("tr.disk", "solution", "The disk keeps what fsync wrote", "trusted-unreviewed",
+                       is_trusted=True))
+    scope = ScopeModel("sha256:" + "1" * 64, {}, nodes, ("G.top",), ("tr.disk",), system="mything")
+    drawn = layout(scope)
+    assert drawn.is_derived
+    assert [c.key for c in drawn.components] == ["G_a", "G_b", "tr_disk"]
+    assert drawn.attached == {"t.parse": ("G_a",), "t.store": ("G_b",), "tr.disk": ("tr_disk", "relies_on_tr_disk")}
+    assert [(c.source, c.target) for c in drawn.contracts] == [("G_b", "tr_disk")]
+    dot_text = dot_source(scope)
+    assert "Inference engine" not in dot_text and "declares no [[component]] tables" in dot_text
+    assert all(":" not in i for i in _ids(dot_text))
+    single = replace(scope, nodes=(replace(nodes[0], children=("t.parse",)), nodes[3]), trusted_base=())
+    assert [c.label for c in layout(single).components] == ["mything"]
+
+
+def test_declared_ids_with_dots_and_dashes_become_distinct_dot_ids():
+    comps = (ComponentModel("a.b", "A dot B"), ComponentModel("a-b", "A dash B"), ComponentModel("legend", "L"))
+    scope = ScopeModel("sha256:" + "1" * 64, {}, (NodeModel("G", "goal", "g", "supported", children=("s",),
+                                                            components=("a-b",)),
+                                                  NodeModel("s", "solution", "s", "tested")), ("G",), (),
+                       components=comps, contracts=(ContractModel("x.y", "a.b", "legend", "uses"),))
+    drawn = layout(scope)
+    assert [c.key for c in drawn.components] == ["a_b", "a_b_2", "c_legend"]
+    assert drawn.attached["s"] == ("a_b_2",) and drawn.contracts[0].target == "c_legend"
+
+
+def test_the_legend_says_what_edges_and_regions_mean():
+    dot_text = dot_source(make_scope())
+    assert "cluster_legend" in dot_text
+    for words in ("solid: A contract", "dashed: A contract taken on trust", "Outside the case (implicitly trusted)",
+                  "not checked at all", "a check, not a proof"):
+        assert words in dot_text, words
+    assert "declares no [[component]]" not in dot_text
 
 
 def test_nodes_that_do_not_apply_under_d_are_said_so():

@@ -3,6 +3,7 @@
 import html
 import json
 import re
+from dataclasses import replace
 from html.parser import HTMLParser
 
 import pytest
@@ -92,12 +93,27 @@ def test_self_contained_with_a_strict_policy(hostile_html):
 def test_report_content(model):
     text = render_report_html(model, RenderOptions(with_diagram=False))
     assert "Supported under trust" in text
-    for heading in ("Needs attention", "Trusted base", "Argument", "Kernel proofs", "Runtime checks",
-                    "Comparison suites", "Evidence index", "Legend"):
+    for heading in ("Trusted base", "Argument", "Kernel proofs", "Runtime checks",
+                    "Comparison suites", "Evidence index", "Legend", "What the diagram shows"):
         assert heading in text
+    assert "Needs attention" not in text and "Nothing needs attention" in text  # nothing failed, stale or missing
     assert 'id="n-G1"' in text and 'href="#n-Sn-kernels"' in text
     assert "BM=64,BN=64" in text and "1.25" in text  # kernel proof configuration and time
     assert "expired" in text and "no rationale given" in text  # flagged trusted item
+
+
+def test_sections_appear_only_when_the_case_has_something_for_them(model, hostile_model):
+    assert "Needs attention" in render_report_html(hostile_model, RenderOptions(with_diagram=False))
+    scope = model.scopes[0]
+    tests_only = replace(scope, nodes=tuple(n for n in scope.nodes if n.node_id in ("G1", "C1", "S1", "Sn-compare")),
+                         trusted_base=(), evidence=tuple(i for i in scope.evidence if i.category == "test_result"))
+    text = render_report_html(replace(model, scopes=(tests_only,)), RenderOptions(with_diagram=False))
+    assert "Comparison suites" in text and "Evidence by category" in text
+    for gone in ("Kernel proofs", "kernel-proofs", "Runtime checks", "No kernel proofs", "Trusted base", "Needs attention"):
+        assert gone not in text, gone
+    nothing = replace(tests_only, evidence=(), nodes=tuple(replace(n, categories=()) for n in tests_only.nodes))
+    text = render_report_html(replace(model, scopes=(nothing,)), RenderOptions(with_diagram=False))
+    assert "Evidence by category" not in text and "Argument" in text
 
 
 def test_each_deployment_gets_its_own_section_and_anchors():
