@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, fields
 
 from engine.decode_padding import graph_batch_sizes, graph_table_widths
+from engine.mixed_padding import graph_token_buckets
 
 __all__ = ["EngineConfig", "DTYPES"]
 
@@ -29,8 +30,10 @@ class EngineConfig:
     :attr:`graph_batch_sizes` and, on CUDA, replays a CUDA graph captured at start-up for that
     size and the narrowest of :attr:`graph_table_widths` that holds the step's KV lengths; on
     the CPU, where graphs do not exist, the same padded batch runs eagerly. Padding rows read
-    and write only scratch pages outside the page pool (engine/decode_padding.py).
-    The mode, the sizes and the widths are part of D.
+    and write only scratch pages outside the page pool (engine/decode_padding.py). A step
+    with prefill rows and no prompt logits is padded likewise, to one of
+    :attr:`graph_token_buckets` rows and a batch size above its chunk count
+    (engine/mixed_padding.py). The mode, the sizes, the widths and the buckets are part of D.
 
     ``overlap_decode`` (effective with ``cuda_graphs`` and outside check mode) launches the
     next decode step of greedy requests before the host reads the current one's rows
@@ -94,6 +97,11 @@ class EngineConfig:
         """Block-table widths (pages) decode graphs are captured for when ``cuda_graphs`` is on (empty when off)."""
         return graph_table_widths(self.max_pages_per_seq) if self.cuda_graphs else ()
 
+    @property
+    def graph_token_buckets(self) -> tuple[int, ...]:
+        """Row counts mixed (prefill) steps are padded to when ``cuda_graphs`` is on (empty when off)."""
+        return graph_token_buckets(self.max_num_batched_tokens, self.max_model_len) if self.cuda_graphs else ()
+
     @classmethod
     def from_kwargs(cls, **kwargs: object) -> "EngineConfig":
         """Build from keyword arguments, naming any unknown key and listing the known ones."""
@@ -109,6 +117,7 @@ class EngineConfig:
         limits: dict[str, object] = {name: getattr(self, name) for name in _LIMIT_FIELDS}
         limits["graph_batch_sizes"] = list(self.graph_batch_sizes)
         limits["graph_table_widths"] = list(self.graph_table_widths)
+        limits["graph_token_buckets"] = list(self.graph_token_buckets)
         return limits
 
 

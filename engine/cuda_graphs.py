@@ -27,7 +27,7 @@ from kernels.launch import LaunchRecord, record_launches, use_plan
 if TYPE_CHECKING:
     from engine.model_runner import Chunk, ModelRunner
 
-__all__ = ["PaddedDecode"]
+__all__ = ["PaddedDecode", "check_inputs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +73,7 @@ class PaddedDecode:
         if captured is None:  # the CPU: the same padded batch, eagerly
             return self.forward(batch, check_metadata=self.runner.check_metadata)
         if self.runner.check_metadata:
-            self._check_inputs(batch)
+            check_inputs(self.runner, batch)
         captured.graph.replay()
         return captured.logits, captured.tokens, list(captured.launches)
 
@@ -110,12 +110,13 @@ class PaddedDecode:
             self.graphs[(size, width)] = _Captured(graph, logits, tokens, tuple(launches))
         torch.cuda.synchronize()
 
-    def _check_inputs(self, batch: ForwardBatch) -> None:
-        """The index checks kernels/ops.py makes before eager launches, on a staged padded batch."""
-        runner = self.runner
-        kv_pages, page_size = runner.kv.k.shape[1], runner.kv.k.shape[2]
-        metadata.check_token_ids(batch.input_ids, runner.model.spec.vocab_size)
-        metadata.check_positions(batch.positions, runner.model.cos_sin.shape[0])
-        metadata.check_slots(batch.slot_mapping, kv_pages * page_size)
-        metadata.check_attention_metadata(batch.query_start_loc, batch.seq_lens, batch.block_table,
-                                          batch.input_ids.shape[0], kv_pages, page_size)
+
+
+def check_inputs(runner: "ModelRunner", batch: ForwardBatch) -> None:
+    """The index checks kernels/ops.py makes before eager launches, on a staged padded batch."""
+    kv_pages, page_size = runner.kv.k.shape[1], runner.kv.k.shape[2]
+    metadata.check_token_ids(batch.input_ids, runner.model.spec.vocab_size)
+    metadata.check_positions(batch.positions, runner.model.cos_sin.shape[0])
+    metadata.check_slots(batch.slot_mapping, kv_pages * page_size)
+    metadata.check_attention_metadata(batch.query_start_loc, batch.seq_lens, batch.block_table,
+                                      batch.input_ids.shape[0], kv_pages, page_size)

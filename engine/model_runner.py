@@ -2,8 +2,9 @@
 
 Step inputs are staged in buffers preallocated for the engine limits (engine/staging.py). The
 block table always has max_pages_per_seq columns: no tensor shape depends on another request's
-length. With ``cuda_graphs`` on, decode steps are padded and, on CUDA, replayed from captured
-graphs (engine/cuda_graphs.py); every other step runs eagerly. On CUDA the sampled rows and
+length. With ``cuda_graphs`` on, decode steps (engine/cuda_graphs.py) and mixed steps of up to
+max_num_batched_tokens rows without prompt logits (engine/mixed_graphs.py) are padded and, on
+CUDA, replayed from captured graphs; every other step runs eagerly. On CUDA the sampled rows and
 their greedy tokens come back through pinned host slots with the step's only wait
 (engine/host_logits.py). A :meth:`ModelRunner.launch` call enqueues a step and a later
 :meth:`ModelRunner.collect` reads it, so the engine can launch the next decode step in between, its
@@ -23,6 +24,8 @@ import torch
 from engine.config import EngineConfig
 from engine.cuda_graphs import PaddedDecode
 from engine.decode_padding import is_decode_step, num_scratch_pages
+from engine.mixed_graphs import PaddedMixed
+from engine.mixed_padding import num_mixed_scratch_pages
 from engine.host_logits import HostFetch, HostLogits
 from engine.model import ForwardBatch, KVCache, LlamaModel
 from engine.model_config import ModelSpec
@@ -110,14 +113,17 @@ class ModelRunner:
         weights, self.weights_digest = load_shared(model_dir, spec, dtype=self.dtype, device=self.device)
         cos_sin = cos_sin_table(spec.head_dim, spec.rope_theta, spec.rope_scaling_dict, config.max_model_len)
         self.model = LlamaModel(spec, weights, cos_sin.to(self.device))
-        # Pages past the pool, named by no page table: where padding rows of decode steps write.
-        self.num_scratch_pages = num_scratch_pages(max(config.graph_batch_sizes, default=0), config.page_size)
+        # Pages past the pool, named by no page table: where padding rows of padded steps write.
+        self.num_decode_scratch_pages = num_scratch_pages(max(config.graph_batch_sizes, default=0), config.page_size)
+        self.num_scratch_pages = self.num_decode_scratch_pages + \
+            num_mixed_scratch_pages(max(config.graph_token_buckets, default=0), config.page_size)
         self.kv = KVCache.allocate(spec, num_pages=config.num_pages + self.num_scratch_pages,
                                    page_size=config.page_size, dtype=self.dtype, device=self.device)
         self.plan: SealedPlan = plan_for(spec.shape(page_size=config.page_size, dtype=dtype))
         # Index checks read tensors back to the host: always on the CPU, in check mode on CUDA.
         self.check_metadata = config.check_mode or self.device.type == "cpu"
         self.last_launches: list[LaunchRecord] = []
+        self.num_padded_mixed_steps = 0  # steps with prefill rows run padded to a graph shape
         self.last_greedy_tokens: list[int] | None = None  # the device's greedy choice per sampled row
         self._last_fetch: HostFetch | None = None
         self.last_input_tokens: list[int] | None = None  # per row, of a step that took its tokens on the device
@@ -128,6 +134,7 @@ class ModelRunner:
             self.host_logits = (HostLogits(max_num_rows=config.max_num_seqs, vocab_size=spec.vocab_size)
                                 if self.device.type == "cuda" else None)
             self.padded_decode = PaddedDecode(self) if config.cuda_graphs else None
+            self.padded_mixed = PaddedMixed(self, _pack) if config.cuda_graphs else None
 
     def execute(self, chunks: Sequence[Chunk], *, while_running: Callable[[], None] | None = None) -> torch.Tensor:
         """Run one step: :meth:`launch`, ``while_running()``, then :meth:`collect`."""
@@ -161,6 +168,9 @@ class ModelRunner:
             logits, tokens, launches = self.padded_decode.run(chunks, tokens_from=previous)
         elif tokens_from is not None:
             raise ValueError("only padded decode steps take their tokens from an earlier step")
+        elif self.padded_mixed is not None and (shape := self.padded_mixed.shape(chunks)) is not None:
+            logits, tokens, launches = self.padded_mixed.run(chunks, shape)
+            self.num_padded_mixed_steps += 1
         else:
             batch = self.buffers.stage(_pack(chunks, self.config.page_size, self.config.max_pages_per_seq))
             with use_plan(self.plan, check_metadata=self.check_metadata), record_launches() as launches:

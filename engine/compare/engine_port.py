@@ -3,8 +3,9 @@
 Runs requests with the step API (``LLMEngine.add_request`` / ``step`` / ``cancel``) and turns each
 ``RequestOutput`` and ``StepResult`` into traces and witnesses: cached-token counts, the prefill
 chunk ends actually used, preemptions, which requests shared a step, what was in flight when a
-request arrived, queueing at capacity, evictions of registered pages, and decode steps padded to a
-graph batch size (derived from the scheduled rows and the configuration's graph batch sizes).
+request arrived, queueing at capacity, evictions of registered pages, decode steps padded to a
+graph batch size (derived from the scheduled rows and the configuration's graph batch sizes) and
+steps with prefill rows padded to a graph shape (counted by the runner as it runs them).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class RealEngine:
         cancelled_at: dict[str, int] = {}
         step = evictions = max_waiting = padded = 0
         sizes = engine.config.graph_batch_sizes
+        mixed_before = engine.runner.num_padded_mixed_steps
         while pending or engine.has_unfinished():
             while pending and arrivals.get(pending[0].label, 0) <= step:
                 request = pending.pop(0)
@@ -107,7 +109,8 @@ class RealEngine:
                 num_unfinished_at_arrival=in_flight_at_arrival[request.label],
                 cancelled_at_step=cancelled_at.get(request.label), finish_reason=out.finish_reason)
         return RunResult(runs, num_steps=step, num_evictions=evictions, max_num_waiting_at_capacity=max_waiting,
-                         num_padded_steps=padded)
+                         num_padded_steps=padded,
+                         num_padded_mixed_steps=engine.runner.num_padded_mixed_steps - mixed_before)
 
     def close(self) -> None:
         """Drop the engine (its KV pool and weights are freed with it)."""

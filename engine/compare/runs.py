@@ -54,6 +54,7 @@ class RunResult:
     num_evictions: int  # registered (provenance-carrying) pages evicted during this run
     max_num_waiting_at_capacity: int = 0  # queued requests seen while the running set was full
     num_padded_steps: int = 0  # decode steps run as a padded batch (padding rows present)
+    num_padded_mixed_steps: int = 0  # steps with prefill rows run padded to a graph shape
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 

@@ -48,6 +48,8 @@ RUN_WITNESSES: dict[str, Callable[[RunResult], str | None]] = {
     "preempted": lambda run: _require(sum(r.num_preemptions for r in run.requests.values()) > 0,
                                       "no request was preempted"),
     "padded": lambda run: _require(run.num_padded_steps > 0, "no decode step ran with padding rows"),
+    "padded_mixed": lambda run: _require(run.num_padded_mixed_steps > 0,
+                                         "no step with prefill rows ran padded to a graph shape"),
 }
 
 

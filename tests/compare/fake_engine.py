@@ -132,7 +132,7 @@ class FakeHandle:
         queued = int(len(requests) > self.max_num_seqs)
         padded = int(bool(self.config.get("cuda_graphs")))
         return RunResult(runs, num_steps=len(requests), num_evictions=evictions, max_num_waiting_at_capacity=queued,
-                         num_padded_steps=padded)
+                         num_padded_steps=padded, num_padded_mixed_steps=padded)
 
     def close(self) -> None:
         self.published.clear()

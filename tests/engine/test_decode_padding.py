@@ -156,7 +156,7 @@ def test_padded_decode_equals_eager_bitwise_and_writes_nowhere_in_the_pool(tiny_
     prompts = PROMPTS[:num_prompts]
     eager, eager_engine = run(tiny_dir, prompts, params)
     padded, padded_engine = run(tiny_dir, prompts, params, cuda_graphs=True)
-    assert padded_engine.runner.num_scratch_pages == 1 and scratch_written(padded_engine)  # padding ran
+    assert padded_engine.runner.num_decode_scratch_pages == 1 and scratch_written(padded_engine)  # padding ran
     assert_same_traces(padded, eager)
     for a, b in zip(pool_kv(padded_engine), pool_kv(eager_engine)):
         assert torch.equal(a, b)  # padding rows changed no pool page

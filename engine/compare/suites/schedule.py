@@ -12,9 +12,10 @@ own seed) run under five schedules, each in a fresh engine:
   witness: at least one preemption.
 * ``cancel``: three requests are cancelled mid-flight; their shortened traces must equal the
   beginning of their references (prefix comparability), the others must match in full.
-* ``padded``: staggered arrivals with padded decode (``cuda_graphs``: decode steps run as a batch
-  of the next graph size, replayed from a CUDA graph on a GPU, eagerly on the CPU); witness: at
-  least one decode step ran with padding rows. The references run unpadded.
+* ``padded``: staggered arrivals with padded steps (``cuda_graphs``: decode steps run as a batch
+  of the next graph size, and steps with prefill rows as a batch of a graph shape, replayed from
+  CUDA graphs on a GPU, eagerly on the CPU); witness: at least one decode step ran with padding
+  rows and at least one step with prefill rows ran padded. The references run unpadded.
 
 Every trace is compared with the request's cold singleton reference from a fresh process.
 """
@@ -55,7 +56,7 @@ def _scenario(scale: ScaleSpec, name: str) -> tuple[dict, dict, dict, tuple[str,
     if name == "staggered":
         return {}, staggered, {}, ()
     if name == "padded":
-        return {"cuda_graphs": True}, staggered, {}, ("padded",)
+        return {"cuda_graphs": True}, staggered, {}, ("padded", "padded_mixed")
     if name == "eviction":
         return {**small, "max_num_seqs": 2}, {}, {}, ("evicted",)
     if name == "preempt":
