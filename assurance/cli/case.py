@@ -13,7 +13,7 @@ from assurance.cli._common import EXIT_USAGE, JsonOption, err_console, fail
 
 case_app = typer.Typer(help="Check assurance case files and list their obligations.", no_args_is_help=True)
 
-CaseFile = Annotated[Path, typer.Argument(help="The case TOML file.", dir_okay=False)]
+CaseFile = Annotated[Path, typer.Argument(metavar="FILE", help="The case TOML file.", dir_okay=False)]
 
 
 def _expanded(file: Path, plan: str | None):

@@ -17,7 +17,7 @@ from assurance.cli._common import EXIT_FINDINGS, DbOption, JsonOption, err_conso
 
 GoalOption = Annotated[
     list[str] | None,
-    typer.Option("--goal", help="Top claim to gate or inspect (repeatable; default: the case's primary claim)."),
+    typer.Option("--goal", metavar="NODE", help="Top claim to gate or inspect (repeatable; default: the case's primary claim)."),
 ]
 
 
@@ -151,7 +151,7 @@ def trusted_base_cmd(case: CaseOption = None, config: ConfigOption = None, plan:
 
 
 def whatif_cmd(distrust: Annotated[list[str], typer.Option(
-                   "--distrust", help="Solution id to distrust (repeat the option, or separate ids with commas).")],
+                   "--distrust", metavar="ID[,ID...]", help="Solution id to distrust (repeat the option, or separate ids with commas).")],
                case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None,
                db: DbOption = None, root: RootOption = None, json_out: JsonOption = False) -> None:
     """List the claims that lose support if the given items are distrusted.
@@ -185,7 +185,7 @@ class ExportFormat(str, Enum):
 
 
 def export(format: Annotated[ExportFormat, typer.Option("--format", help="json (the status document) or sarif (2.1.0).")] = ExportFormat.json,
-           out: Annotated[Path | None, typer.Option("--out", help="Write to this file instead of stdout.", dir_okay=False)] = None,
+           out: Annotated[Path | None, typer.Option("--out", metavar="FILE", help="Write to this file instead of stdout.", dir_okay=False)] = None,
            case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None, db: DbOption = None,
            root: RootOption = None) -> None:
     """Export the evaluated case as JSON, or SARIF 2.1.0 of failing, stale and missing obligations."""
