@@ -75,6 +75,7 @@ COMMAND_MODULES = (
     "assurance.cli.assure",
     "assurance.cli.db",
     "assurance.cli.ingest",
+    "assurance.cli.evidence",
     "assurance.cli.audit",
     "assurance.cli.key",
     "assurance.cli.case",
