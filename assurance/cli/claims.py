@@ -31,9 +31,12 @@ def _goals(evaluation, goals: list[str] | None) -> list[str]:
 
 def init(db: DbOption = None, force: Annotated[bool, typer.Option("--force", help="Overwrite an existing case copy.")] = False,
          json_out: JsonOption = False) -> None:
-    """Create (or upgrade) the evidence store and copy the default case next to it for editing.
+    """Create (or upgrade) the evidence store and copy the bundled case to .bitcase/case.toml for editing.
 
-    Also writes the project file pinning the D the claim commands judge (`current`), unless one exists.
+    The copy goes to $BITCASE_HOME/case.toml (default .bitcase/case.toml), where the claim commands
+    look for a case when --case and $BITCASE_CASE are not given; it keeps judging bitcase's own
+    code (its `root` names the installed tree). Also writes the project file pinning the D the
+    claim commands judge (`current`, .bitcase/project.toml), unless one exists.
     """
     from assurance.scope import BUNDLED_CASE
     from assurance.settings import load_settings
@@ -145,7 +148,8 @@ def trusted_base_cmd(case: CaseOption = None, config: ConfigOption = None, plan:
         return
     for row in rows:
         state = row["review"]["state"] if row["review"] else "unreviewed"
-        typer.echo(f"{row['id']}\t{state}\t{' '.join(row['text'].split())}")
+        rationale = " ".join((row["rationale"] or "").split()) or "(no rationale given)"
+        typer.echo(f"{row['id']}\t{state}\t{' '.join(row['text'].split())}\trationale: {rationale}")
     err_console.print(f"{len(rows)} trusted item(s); review pins: the digest of each item's text and rationale",
                       highlight=False, soft_wrap=True)
 
