@@ -18,7 +18,7 @@ PYTHON_TYPE = re.compile(r"<(?:str|int|float|bool|path|file|dir|list\[[^>]*\]|[a
                          r"|\{[a-z_]+\}|\bLIST\[|\b(?:TEXT|INTEGER|BOOLEAN|FLOAT)\b")
 # A metavar: upper-case words joined by = : . , / _ - (FILE, GLOB=ID, FILE.py::KERNEL, I/N, ID[,ID...]).
 HUMAN = re.compile(r"^[A-Z][A-Za-z0-9_]*(?:(?:[=:./,_|-]+|\[,)[A-Za-z0-9_.\]]+)*$|^YYYY-MM-DD$")
-CHOICE = re.compile(r"^\[[a-z0-9.-]+(?:\|[a-z0-9.-]+)+\]$")
+CHOICE = re.compile(r"^\[[a-z0-9._-]+(?:\|[a-z0-9._-]+)+\]$")
 
 COMMANDS = list(iter_commands(typer.main.get_command(app)))
 
