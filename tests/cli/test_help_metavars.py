@@ -57,9 +57,9 @@ def test_every_value_has_a_human_metavar_or_its_choices(path):
 
 
 def test_a_required_argument_reads_as_its_metavar_in_the_usage_line():
-    usage = CliRunner().invoke(app, ["ingest", "--help"]).stdout
+    usage = CliRunner().invoke(app, ["ingest", "--help"], env={"COLUMNS": "300"}).stdout
     assert "bitcase ingest [OPTIONS] PATH..." in usage
-    usage = CliRunner().invoke(app, ["verify", "--help"]).stdout
+    usage = CliRunner().invoke(app, ["verify", "--help"], env={"COLUMNS": "300"}).stdout
     assert "bitcase verify [OPTIONS] [FILE.py::KERNEL]" in usage
 
 
