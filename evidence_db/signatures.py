@@ -35,7 +35,7 @@ from evidence_db.models import EvidenceItem, Review, SignedEvidence
 from evidence_db.views import ChainFault
 
 __all__ = ["SIGNATURE_SCHEMA_ID", "REVIEW_PAYLOAD_TYPE", "SignerView", "signature_content", "append_signature",
-           "signature_window", "check_signatures", "list_signers", "review_payload"]
+           "signature_window", "check_signatures", "list_signers", "evidence_signers", "review_payload"]
 
 SIGNATURE_SCHEMA_ID = "bitcase.bundle-signature/v1"
 REVIEW_PAYLOAD_TYPE = "application/vnd.bitcase.review+json"
@@ -174,6 +174,20 @@ def list_signers(*, session: Session) -> list[SignerView]:
         entry[1] += 1
         entry[2] += num_items
     return [SignerView(key_id, name, num_sigs, num_items) for key_id, (name, num_sigs, num_items) in by_key.items()]
+
+
+def evidence_signers(*, session: Session, evidence_seqs: Iterable[int]) -> dict[int, tuple[str, str]]:
+    """``{evidence seq: (key id, signed-as name)}`` for those of these items a stored bundle signature covers."""
+    seqs = sorted(set(evidence_seqs))
+    found: dict[int, tuple[str, str]] = {}
+    for start in range(0, len(seqs), 500):  # bounded IN lists (SQLite's variable limit)
+        rows = session.execute(select(SignedEvidence.evidence_seq, SignatureRow.key_id, SignatureRow.envelope)
+                               .join(SignatureRow, SignatureRow.seq == SignedEvidence.signature_seq)
+                               .where(SignedEvidence.evidence_seq.in_(seqs[start:start + 500]), in_chain(SignatureRow.seq))
+                               .order_by(SignedEvidence.evidence_seq, SignatureRow.seq))
+        for seq, key_id, envelope in rows:
+            found.setdefault(seq, (key_id, _signer_name(envelope)))
+    return found
 
 
 def _signer_name(envelope: str) -> str:

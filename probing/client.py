@@ -51,7 +51,7 @@ def parse_endpoint(url: str, *, api_key: str | None = None) -> Endpoint:
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ProbeInputError(f"URL {url!r} is not an http(s) URL with a host",
-                              hint="e.g. bitcase probe http://127.0.0.1:8000/v1 --model NAME")
+                              hint="e.g. bitcase probe http://127.0.0.1:8000/v1 --served-model-name NAME")
     host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
     netloc = host + (f":{parts.port}" if parts.port else "")
     path = parts.path.rstrip("/")

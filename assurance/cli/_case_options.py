@@ -18,12 +18,12 @@ __all__ = ["CaseOption", "ConfigOption", "PlanOption", "RootOption", "user_error
 
 CaseOption = Annotated[
     Path | None,
-    typer.Option("--case", help="Case TOML file (default: $BITCASE_CASE, the copy `bitcase init` made, "
+    typer.Option("--case", metavar="FILE", help="Case TOML file (default: $BITCASE_CASE, the copy `bitcase init` made, "
                                 "else the bundled determinism case).", dir_okay=False),
 ]
 ConfigOption = Annotated[
     str | None,
-    typer.Option("--config", help="Deployment configuration D to judge: a digest or unique prefix, `current` (what the "
+    typer.Option("--config", metavar="DIGEST", help="Deployment configuration D to judge: a digest or unique prefix, `current` (what the "
                                   "engine would run now) or `latest` (the newest in the store). Default: the case's "
                                   "[case] deployment, else the project file's (.bitcase/project.toml), else `current` "
                                   "for the bundled case."),
@@ -36,7 +36,7 @@ RootOption = Annotated[
 ]
 PlanOption = Annotated[
     str | None,
-    typer.Option("--plan", help="Expand plan-generated obligations over this preset's sealed plan "
+    typer.Option("--plan", metavar="PRESET", help="Expand plan-generated obligations over this preset's sealed plan "
                                 "(default: the plan D records)."),
 ]
 

@@ -65,6 +65,6 @@ def fail(message: str, *, hint: str | None = None, code: int = EXIT_USAGE) -> No
 
 DbOption = Annotated[
     str | None,
-    typer.Option("--db", help="Database URL or SQLite file path (default: $BITCASE_DB, $DATABASE_URL, ./bitcase.db)."),
+    typer.Option("--db", metavar="URL", help="Database URL or SQLite file path (default: $BITCASE_DB, $DATABASE_URL, ./bitcase.db)."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON to stdout.")]

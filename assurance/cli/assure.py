@@ -9,26 +9,29 @@ from typing import Annotated
 
 import typer
 
+from assurance.cli._aliases import deprecated_alias, either
+from assurance.cli._choices import STAGES, choice_enum
 from assurance.cli._common import EXIT_FINDINGS, BitcaseError, DbOption, JsonOption, err_console, fail
 from assurance.cli._signing import SignKeyOption, load_signing_key
 
 SUPPORTED = ("supported", "supported-under-trust")
 
 ModelOption = Annotated[Path | None, typer.Option(
-    "--model", help="Hugging Face-format checkpoint directory (default: a random tiny model made on first use; "
+    "--model", metavar="DIR", help="Hugging Face-format checkpoint directory (default: a random tiny model made on first use; "
                     "with --gpu the llama-1b preset).", file_okay=False)]
-OutOption = Annotated[Path | None, typer.Option("--out", help="Directory for the report and diagram "
-                                                              "(default: $BITCASE_OUT or ./bitcase-out).",
-                                                file_okay=False)]
+OutDirOption = Annotated[Path | None, typer.Option(
+    "--out-dir", metavar="DIR", help="Directory for the report and diagram (default: $BITCASE_OUT or ./bitcase-out).",
+    file_okay=False)]
+OutAlias = Annotated[Path | None, deprecated_alias("--out", "--out-dir", metavar="DIR", file_okay=False)]
 GpuOption = Annotated[bool, typer.Option("--gpu", help="Run the full-scale producers on CUDA (llama-1b, bf16).")]
 GpusOption = Annotated[int | None, typer.Option(
-    "--gpus", min=1, help="With --gpu: split the comparison suites over this many GPUs, one shard process each "
+    "--gpus", metavar="N", min=1, help="With --gpu: split the comparison suites over this many GPUs, one shard process each "
                           "(default: every visible GPU).")]
 ForceOption = Annotated[bool, typer.Option("--force", help="Recompute all evidence, fresh or not.")]
-StageOption = Annotated[list[str] | None, typer.Option(
-    "--stage", help="Only this producer stage (repeatable): verify, runtime, properties, compare.")]
+Stage = choice_enum("Stage", STAGES)
+StageOption = Annotated[list[Stage] | None, typer.Option("--stage", help="Only this producer stage (repeatable).")]
 CaseFileOption = Annotated[Path | None, typer.Option(
-    "--case", help="Case TOML file (default: $BITCASE_CASE, the copy `bitcase init` made, else the bundled case).",
+    "--case", metavar="FILE", help="Case TOML file (default: $BITCASE_CASE, the copy `bitcase init` made, else the bundled case).",
     dir_okay=False)]
 
 
@@ -50,7 +53,7 @@ def _devices(gpu: bool, gpus: int | None) -> tuple[str, ...]:
 
 
 def _options(*, model, db, out, gpu, force, stage, case, rendering, gpus=None, sign_key=None):
-    from assurance.pipeline.options import STAGES, AssureOptions
+    from assurance.pipeline.options import AssureOptions
     from assurance.scope import default_case_path
     from assurance.settings import load_settings
 
@@ -65,7 +68,7 @@ def _options(*, model, db, out, gpu, force, stage, case, rendering, gpus=None, s
     try:
         return AssureOptions(db_url=settings.db_url, home=settings.home, out_dir=out or settings.out_dir,
                              case_path=case_path, model_dir=model, device="cuda" if gpu else "cpu",
-                             scale="full" if gpu else "ci", devices=_devices(gpu, gpus), is_forced=force, stages=tuple(stage or STAGES),
+                             scale="full" if gpu else "ci", devices=_devices(gpu, gpus), is_forced=force, stages=tuple(s.value for s in stage) if stage else STAGES,
                              is_rendering=rendering, signing_key=signer)
     except ValueError as exc:
         fail(str(exc))
@@ -135,7 +138,7 @@ def _summary(result) -> None:
         err_console.print(f"note: {note}", style="yellow", highlight=False)
 
 
-def assure(model: ModelOption = None, db: DbOption = None, out: OutOption = None, gpu: GpuOption = False,
+def assure(model: ModelOption = None, db: DbOption = None, out_dir: OutDirOption = None, out: OutAlias = None, gpu: GpuOption = False,
            gpus: GpusOption = None, force: ForceOption = False, stage: StageOption = None, case: CaseFileOption = None,
            sign_key: SignKeyOption = None, json_out: JsonOption = False) -> None:
     """Run every evidence producer, ingest, evaluate the case under D, write the report and diagram.
@@ -144,6 +147,10 @@ def assure(model: ModelOption = None, db: DbOption = None, out: OutOption = None
     Interrupting loses no ingested evidence; run again to resume. Ends with the verdict of each top
     claim and the report's path; exits 1 when the determinism claim is not supported.
     """
+    try:
+        out = either(out_dir, out, new="--out-dir", old="--out")
+    except BitcaseError as exc:
+        fail(str(exc), hint=exc.hint)
     _run(_options(model=model, db=db, out=out, gpu=gpu, force=force, stage=stage, case=case, rendering=True,
                   gpus=gpus, sign_key=sign_key), json_out)
 

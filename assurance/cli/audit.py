@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from assurance.cli._aliases import deprecated_alias
 from assurance.cli._common import EXIT_FINDINGS, BitcaseError, DbOption, JsonOption, err_console
 from assurance.cli._signing import load_signing_key
 from assurance.cli.db import store_errors
@@ -83,9 +84,10 @@ def verify(
 def head(
     out: Annotated[Path, typer.Option("--out", metavar="FILE", help="Where to write the signed checkpoint (JSON).",
                                       show_default=False)],
-    key: Annotated[str | None, typer.Option(
-        "--key", envvar="BITCASE_SIGNING_KEY", metavar="KEY",
+    sign_key: Annotated[str | None, typer.Option(
+        "--sign-key", envvar="BITCASE_SIGNING_KEY", metavar="KEY",
         help="The signing key: a key id, a key name or a private key file.")] = None,
+    key: Annotated[str | None, deprecated_alias("--key", "--sign-key", metavar="KEY")] = None,
     db: DbOption = None,
     json_output: JsonOption = False,
 ) -> None:
@@ -100,8 +102,9 @@ def head(
     from evidence_db.verify import verify_chain
 
     with store_errors():
+        key = key if key is not None else sign_key  # the old spelling, given explicitly, beats $BITCASE_SIGNING_KEY
         if not key:
-            raise BitcaseError("a checkpoint must be signed: no --key given and $BITCASE_SIGNING_KEY is unset",
+            raise BitcaseError("a checkpoint must be signed: no --sign-key given and $BITCASE_SIGNING_KEY is unset",
                                hint="create a key with `bitcase key generate --name NAME`")
         signer = load_signing_key(key)
         with open_session(db) as session, err_console.status("verifying the hash chain…"):

@@ -13,7 +13,7 @@ from assurance.cli._common import EXIT_USAGE, JsonOption, err_console, fail
 
 case_app = typer.Typer(help="Check assurance case files and list their obligations.", no_args_is_help=True)
 
-CaseFile = Annotated[Path, typer.Argument(help="The case TOML file.", dir_okay=False)]
+CaseFile = Annotated[Path, typer.Argument(metavar="FILE", help="The case TOML file.", dir_okay=False)]
 
 
 def _expanded(file: Path, plan: str | None):
@@ -126,7 +126,8 @@ def obligations(file: CaseFile, plan: PlanOption = None, json_out: JsonOption = 
         policy = " + ".join(r["requires"]) or " | ".join(r["any_of"]) or "trusted"
         if r["requires"] and r["any_of"]:
             policy += " + one of " + " | ".join(r["any_of"])
-        typer.echo(f"{r['obligation']}\t{policy}{'  (trusted)' if r['trusted'] and policy != 'trusted' else ''}")
+        trusted = "  (trusted)" if r["trusted"] and policy != "trusted" else ""
+        typer.echo(f"{r['obligation']}\t{policy}{trusted}\tsubjects: {', '.join(r['subjects']) or '(none)'}")
     if case.generators and expanded is None:
         err_console.print("note: plan-generated obligations (kernel.<key>.contract) are listed with --plan PRESET",
                           highlight=False, soft_wrap=True)

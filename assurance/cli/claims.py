@@ -17,7 +17,7 @@ from assurance.cli._common import EXIT_FINDINGS, DbOption, JsonOption, err_conso
 
 GoalOption = Annotated[
     list[str] | None,
-    typer.Option("--goal", help="Top claim to gate or inspect (repeatable; default: the case's primary claim)."),
+    typer.Option("--goal", metavar="NODE", help="Top claim to gate or inspect (repeatable; default: the case's primary claim)."),
 ]
 
 
@@ -31,9 +31,12 @@ def _goals(evaluation, goals: list[str] | None) -> list[str]:
 
 def init(db: DbOption = None, force: Annotated[bool, typer.Option("--force", help="Overwrite an existing case copy.")] = False,
          json_out: JsonOption = False) -> None:
-    """Create (or upgrade) the evidence store and copy the default case next to it for editing.
+    """Create (or upgrade) the evidence store and copy the bundled case to .bitcase/case.toml for editing.
 
-    Also writes the project file pinning the D the claim commands judge (`current`), unless one exists.
+    The copy goes to $BITCASE_HOME/case.toml (default .bitcase/case.toml), where the claim commands
+    look for a case when --case and $BITCASE_CASE are not given; it keeps judging bitcase's own
+    code (its `root` names the installed tree). Also writes the project file pinning the D the
+    claim commands judge (`current`, .bitcase/project.toml), unless one exists.
     """
     from assurance.scope import BUNDLED_CASE
     from assurance.settings import load_settings
@@ -145,13 +148,14 @@ def trusted_base_cmd(case: CaseOption = None, config: ConfigOption = None, plan:
         return
     for row in rows:
         state = row["review"]["state"] if row["review"] else "unreviewed"
-        typer.echo(f"{row['id']}\t{state}\t{' '.join(row['text'].split())}")
+        rationale = " ".join((row["rationale"] or "").split()) or "(no rationale given)"
+        typer.echo(f"{row['id']}\t{state}\t{' '.join(row['text'].split())}\trationale: {rationale}")
     err_console.print(f"{len(rows)} trusted item(s); review pins: the digest of each item's text and rationale",
                       highlight=False, soft_wrap=True)
 
 
 def whatif_cmd(distrust: Annotated[list[str], typer.Option(
-                   "--distrust", help="Solution id to distrust (repeat the option, or separate ids with commas).")],
+                   "--distrust", metavar="ID[,ID...]", help="Solution id to distrust (repeat the option, or separate ids with commas).")],
                case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None,
                db: DbOption = None, root: RootOption = None, json_out: JsonOption = False) -> None:
     """List the claims that lose support if the given items are distrusted.
@@ -185,7 +189,7 @@ class ExportFormat(str, Enum):
 
 
 def export(format: Annotated[ExportFormat, typer.Option("--format", help="json (the status document) or sarif (2.1.0).")] = ExportFormat.json,
-           out: Annotated[Path | None, typer.Option("--out", help="Write to this file instead of stdout.", dir_okay=False)] = None,
+           out: Annotated[Path | None, typer.Option("--out", metavar="FILE", help="Write to this file instead of stdout.", dir_okay=False)] = None,
            case: CaseOption = None, config: ConfigOption = None, plan: PlanOption = None, db: DbOption = None,
            root: RootOption = None) -> None:
     """Export the evaluated case as JSON, or SARIF 2.1.0 of failing, stale and missing obligations."""

@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
+from assurance.cli._choices import SCALES, SUITES, choice_enum
 from assurance.cli._common import EXIT_FINDINGS, JsonOption, err_console, fail, out_console
 from assurance.cli._signing import SignKeyOption, load_signing_key
 
-SUITE_CHOICES = "all, batch, chunk, prefill-decode, prefix, schedule, negative-control, fidelity"
+Suite = choice_enum("Suite", SUITES)
 
-ModelOption = Annotated[Path, typer.Option("--model", help="Checkpoint directory (config.json + *.safetensors).",
+ModelOption = Annotated[Path, typer.Option("--model", metavar="DIR", help="Checkpoint directory (config.json + *.safetensors).",
                                            show_default=False)]
-OutOption = Annotated[Path, typer.Option("--out", help="Evidence bundle to write (JSONL, for `bitcase ingest`).",
+OutOption = Annotated[Path, typer.Option("--out", metavar="FILE", help="Evidence bundle to write (JSONL, for `bitcase ingest`).",
                                          show_default=False)]
-DeviceOption = Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")]
-ScaleOption = Annotated[str, typer.Option("--scale", help="ci (tiny model, CPU, minutes) or full (8K prompts, GPU).")]
+DeviceOption = Annotated[str, typer.Option("--device", metavar="DEVICE", help="cpu, cuda or cuda:N.")]
+ScaleOption = Annotated[Literal[SCALES], typer.Option(
+    "--scale", help="ci (tiny model, CPU, minutes) or full (8K prompts, GPU).")]
 DeploymentOption = Annotated[Optional[Path], typer.Option(
-    "--deployment", metavar="FILE.json",
+    "--deployment", metavar="FILE", dir_okay=False,
     help='Expected deployment configuration D, {"fields": {...}} (see check-config --write-deployment); '
          "default: D as computed on this machine.")]
 
@@ -81,16 +83,16 @@ def _finish(records, out: Path, json_output: bool, extra: dict, signer=None) -> 
 def compare(
     model: ModelOption,
     out: OutOption,
-    suite: Annotated[Optional[list[str]], typer.Option(
-        "--suite", help=f"Suite to run, repeatable: {SUITE_CHOICES}.")] = None,
+    suite: Annotated[Optional[list[Suite]], typer.Option("--suite", help="Suite to run (repeatable; default: all).")]
+    = None,
     scale: ScaleOption = "ci",
-    shard: Annotated[str, typer.Option("--shard", help="Run shard i of n (e.g. 2/4); the n shards make one run.")] = "1/1",
+    shard: Annotated[str, typer.Option("--shard", metavar="I/N", help="Run shard i of n (e.g. 2/4); the n shards make one run.")] = "1/1",
     device: DeviceOption = "cpu",
     deployment: DeploymentOption = None,
     label: Annotated[str, typer.Option(
-        "--label", help="Mark a deliberate re-run of identical code, weights and D (new record ids).")] = "",
+        "--label", metavar="LABEL", help="Mark a deliberate re-run of identical code, weights and D (new record ids).")] = "",
     gpus: Annotated[int, typer.Option(
-        "--gpus", min=1, help="Split the run over GPUs cuda:0..N-1, one shard process each (needs --device cuda; "
+        "--gpus", metavar="N", min=1, help="Split the run over GPUs cuda:0..N-1, one shard process each (needs --device cuda; "
                               "not with --shard).")] = 1,
     sign_key: SignKeyOption = None,
     worker_timeout: Annotated[Optional[float], typer.Option(
@@ -113,10 +115,11 @@ def compare(
 
     from engine.compare.worker_client import resolve_timeout
 
+    suites = [s.value for s in suite] if suite else ["all"]
     expected = _load_deployment(deployment)
     signer = _signer(sign_key)
     try:
-        plan(model, suite or ["all"], scale, shard=shard, device=device)
+        plan(model, suites, scale, shard=shard, device=device)
         worker_timeout = resolve_timeout(worker_timeout)
     except ValueError as exc:  # CompareInputError, or a bad --worker-timeout / $BITCASE_WORKER_TIMEOUT
         fail(str(exc), hint="see `bitcase compare --help`")
@@ -135,10 +138,10 @@ def compare(
                 bar.update(task, description=event.message)
         command = ["bitcase", *sys.argv[1:]]
         if gpus > 1:
-            records = _run_on_gpus(model, suite or ["all"], scale, gpus, expected, label, command, progress,
+            records = _run_on_gpus(model, suites, scale, gpus, expected, label, command, progress,
                                    worker_timeout)
         else:
-            records = run_suites(model, suite or ["all"], scale=scale, device=device, shard=shard, progress=progress,
+            records = run_suites(model, suites, scale=scale, device=device, shard=shard, progress=progress,
                                  deployment=expected, label=label, command=command, worker_timeout=worker_timeout)
     _finish(records, out, json_output, {"scale": scale, "shard": shard, "device": device, "gpus": gpus}, signer)
 
@@ -175,10 +178,10 @@ def check_config(
     model: ModelOption,
     out: OutOption,
     device: DeviceOption = "cpu",
-    scale: Annotated[str, typer.Option("--scale", help="Which deployment limits to check: those of ci or full.")] = "ci",
+    scale: Annotated[Literal[SCALES], typer.Option("--scale", help="Which deployment limits to check.")] = "ci",
     deployment: DeploymentOption = None,
     write_deployment: Annotated[Optional[Path], typer.Option(
-        "--write-deployment", metavar="FILE.json",
+        "--write-deployment", metavar="FILE", dir_okay=False,
         help="Also write this machine's D, for other machines' --deployment.")] = None,
     sign_key: SignKeyOption = None,
     json_output: JsonOption = False,

@@ -34,7 +34,7 @@ def store_errors() -> Iterator[None]:
 @db_app.command("upgrade")
 def upgrade(
     db: DbOption = None,
-    revision: Annotated[str, typer.Option("--revision", help="Target revision (default: the newest).")] = "head",
+    revision: Annotated[str, typer.Option("--revision", metavar="REVISION", help="Target revision (default: the newest).")] = "head",
     json_output: JsonOption = False,
 ) -> None:
     """Create the evidence store, or migrate it to the newest schema (safe to re-run)."""

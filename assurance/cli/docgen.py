@@ -23,10 +23,12 @@ def iter_commands(command: Any, path: tuple[str, ...] = ("bitcase",)) -> Iterato
         yield from iter_commands(command.commands[name], path + (name,))
 
 
-def _param_line(param: Any) -> str:
+def _param_line(param: Any, ctx: Any) -> str:
     names = ", ".join(f"`{o}`" for o in (*param.opts, *param.secondary_opts))
     if param.param_type_name == "argument":
         names = f"`{(param.metavar or param.name or '').upper()}`"
+    elif (shown := param.display_type_rich(ctx)) is not None:
+        names += f" `{shown}`"
     help_text = " ".join((getattr(param, "help", None) or "").split())
     required = " (required)" if param.required else ""
     return f"- {names}{required}: {help_text}".rstrip(": ").rstrip()
@@ -36,6 +38,8 @@ def render_reference() -> str:
     """The markdown CLI reference for every command, deterministic and width-independent."""
     from assurance.cli.main import app
 
+    from typer._click import Context
+
     root = typer.main.get_command(app)
     lines: list[str] = []
     for path, cmd in iter_commands(root):
@@ -44,10 +48,10 @@ def render_reference() -> str:
         lines.append(f"### `{' '.join(path)}`")
         lines.append("")
         lines.append(" ".join((cmd.help or "").split("\n\n")[0].split()))
-        params = [p for p in cmd.params if p.name != "help"]
+        params = [p for p in cmd.params if p.name != "help" and not p.hidden]  # hidden: deprecated aliases
         if params:
             lines.append("")
-            lines.extend(_param_line(p) for p in params)
+            lines.extend(_param_line(p, Context(cmd)) for p in params)
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

@@ -5,37 +5,40 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import typer
 
-from assurance.cli._common import JsonOption, err_console, fail
+from assurance.cli._aliases import deprecated_alias, either
+from assurance.cli._choices import DTYPES
+from assurance.cli._common import BitcaseError, JsonOption, err_console, fail
 
 
 def generate(
-    model: Annotated[Path, typer.Option("--model", help="Checkpoint directory (config.json + *.safetensors).")],
+    model: Annotated[Path, typer.Option("--model", metavar="DIR", help="Checkpoint directory (config.json + *.safetensors).")],
     prompt: Annotated[Optional[list[str]], typer.Option(
-        "--prompt", help="A text prompt, encoded by the checkpoint's tokenizer (repeat for several requests).")]
+        "--prompt", metavar="PROMPT", help="A text prompt, encoded by the checkpoint's tokenizer (repeat for several requests).")]
     = None,
     prompt_ids: Annotated[Optional[str], typer.Option(
-        "--prompt-ids", help="One prompt as comma-separated token ids, e.g. 1,2,3.")] = None,
+        "--prompt-ids", metavar="ID,ID,...", help="One prompt as comma-separated token ids, e.g. 1,2,3.")] = None,
     prompts_file: Annotated[Optional[Path], typer.Option(
-        "--prompts-file", help="One prompt per line: comma-separated token ids, or a JSON object with "
+        "--prompts-file", metavar="FILE", dir_okay=False, help="One prompt per line: comma-separated token ids, or a JSON object with "
                                "token_ids or prompt (text) and any sampling field.")] = None,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Tokens to produce per request.")] = 16,
-    temperature: Annotated[float, typer.Option("--temperature", help="0 is greedy.")] = 0.0,
-    top_k: Annotated[int, typer.Option("--top-k", help="Keep the k most likely tokens (0: all).")] = 0,
-    top_p: Annotated[float, typer.Option("--top-p", help="Keep the smallest set with this mass (1: all).")] = 1.0,
-    seed: Annotated[int, typer.Option("--seed", help="Sampler seed of every request.")] = 0,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", metavar="N", help="Tokens to produce per request.")] = 16,
+    temperature: Annotated[float, typer.Option("--temperature", metavar="T", help="0 is greedy.")] = 0.0,
+    top_k: Annotated[int, typer.Option("--top-k", metavar="K", help="Keep the k most likely tokens (0: all).")] = 0,
+    top_p: Annotated[float, typer.Option("--top-p", metavar="P", help="Keep the smallest set with this mass (1: all).")] = 1.0,
+    seed: Annotated[int, typer.Option("--seed", metavar="N", help="Sampler seed of every request.")] = 0,
     ignore_eos: Annotated[bool, typer.Option("--ignore-eos", help="Do not stop at end-of-sequence ids.")] = False,
-    device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
-    dtype: Annotated[Optional[str], typer.Option("--dtype", help="float32 or bfloat16 (default: checkpoint's).")] = None,
-    page_size: Annotated[int, typer.Option("--page-size", help="KV page size in positions.")] = 16,
-    num_pages: Annotated[int, typer.Option("--num-pages", help="KV pages in the pool.")] = 256,
-    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="Requests computed per step.")] = 16,
+    device: Annotated[str, typer.Option("--device", metavar="DEVICE", help="cpu, cuda or cuda:N.")] = "cpu",
+    dtype: Annotated[Optional[Literal[DTYPES]], typer.Option("--dtype", help="Weights dtype (default: the checkpoint's).")]
+    = None,
+    page_size: Annotated[int, typer.Option("--page-size", metavar="N", help="KV page size in positions.")] = 16,
+    num_pages: Annotated[int, typer.Option("--num-pages", metavar="N", help="KV pages in the pool.")] = 256,
+    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", metavar="N", help="Requests computed per step.")] = 16,
     max_num_batched_tokens: Annotated[int, typer.Option(
-        "--max-num-batched-tokens", help="Rows computed per step (the chunked-prefill budget).")] = 512,
-    max_model_len: Annotated[int, typer.Option("--max-model-len", help="Longest request in positions.")] = 1024,
+        "--max-num-batched-tokens", metavar="N", help="Rows computed per step (the chunked-prefill budget).")] = 512,
+    max_model_len: Annotated[int, typer.Option("--max-model-len", metavar="N", help="Longest request in positions.")] = 1024,
     check_mode: Annotated[bool, typer.Option("--check-mode", help="Check the engine invariants after every step.")] = False,
     cuda_graphs: Annotated[bool, typer.Option(
         "--cuda-graphs", help="Replay decode steps as padded CUDA graphs (CUDA only; recorded in D).")] = False,
@@ -43,8 +46,9 @@ def generate(
         "--overlap-decode/--no-overlap-decode",
         help="With --cuda-graphs, launch each greedy decode step before reading the previous one (values unchanged).")]
     = True,
-    expect_deployment: Annotated[Optional[str], typer.Option(
-        "--expect-deployment", help="Refuse to run unless the engine's D has this digest.")] = None,
+    expect_config: Annotated[Optional[str], typer.Option(
+        "--expect-config", metavar="DIGEST", help="Refuse to run unless the engine's D has this digest.")] = None,
+    expect_deployment: Annotated[Optional[str], deprecated_alias("--expect-deployment", "--expect-config", metavar="DIGEST")] = None,
     json_out: JsonOption = False,
 ) -> None:
     """Generate tokens for prompts given as text or token ids.
@@ -94,11 +98,14 @@ def generate(
     except ValueError as exc:
         fail(f"engine options: {exc}")
     try:
-        engine = LLMEngine(model, config, expected_deployment=expect_deployment)
+        expected = either(expect_config, expect_deployment, new="--expect-config", old="--expect-deployment")
+        engine = LLMEngine(model, config, expected_deployment=expected)
     except ModelConfigError as exc:
         fail(str(exc), hint="create a checkpoint with `bitcase model make --preset tiny DIR`")
     except DeploymentMismatch as exc:
         fail(str(exc))
+    except BitcaseError as exc:
+        fail(str(exc), hint=exc.hint)
     except ValueError as exc:
         fail(f"engine options: {exc}")
     err_console.print(f"deployment {engine.deployment.digest}", highlight=False, soft_wrap=True)

@@ -18,7 +18,7 @@ MAX_LISTED_TESTS = 5
 
 def ingest(
     paths: Annotated[list[Path], typer.Argument(
-        help="Bundles (*.jsonl, *.json), JUnit XML reports (*.xml), directories of them, or - for a JSONL "
+        metavar="PATH", help="Bundles (*.jsonl, *.json), JUnit XML reports (*.xml), directories of them, or - for a JSONL "
              "bundle on standard input.", show_default=False)],
     db: DbOption = None,
     obligation: Annotated[list[str] | None, typer.Option(
@@ -26,7 +26,7 @@ def ingest(
         help="JUnit only: obligation for test ids (classname.name) matching the glob; repeatable, first match "
              "wins; a testcase property `obligation` takes precedence.")] = None,
     deployment: Annotated[Path | None, typer.Option(
-        "--deployment", metavar="FILE.json",
+        "--deployment", metavar="FILE", dir_okay=False,
         help='JUnit only: the deployment configuration the tests ran under, {"fields": {...}}; default: the '
              "testsuite property bitcase.deployment.")] = None,
     require_signed: Annotated[bool, typer.Option(

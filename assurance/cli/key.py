@@ -19,7 +19,7 @@ key_app = typer.Typer(name="key", no_args_is_help=True,
 
 @key_app.command("generate")
 def generate(
-    name: Annotated[str, typer.Option("--name", help='The identity the key signs as, e.g. "Ada <ada@example.org>".',
+    name: Annotated[str, typer.Option("--name", metavar="NAME", help='The identity the key signs as, e.g. "Ada <ada@example.org>".',
                                       show_default=False)],
     trust: Annotated[bool, typer.Option("--trust", help="Also trust the new key (for a single-user setup).")] = False,
     json_out: JsonOption = False,
@@ -75,9 +75,9 @@ def list_(json_out: JsonOption = False) -> None:
 
 @key_app.command("trust")
 def trust(
-    key: Annotated[str, typer.Argument(help="A public key file (ssh-ed25519 AAAA… NAME), or the id of a keyring key.",
+    key: Annotated[str, typer.Argument(metavar="KEY", help="A public key file (ssh-ed25519 AAAA… NAME), or the id of a keyring key.",
                                        show_default=False)],
-    name: Annotated[str | None, typer.Option("--name", help="The identity you vouch for (default: the key's name).")]
+    name: Annotated[str | None, typer.Option("--name", metavar="NAME", help="The identity you vouch for (default: the key's name).")]
     = None,
 ) -> None:
     """Trust a public key: bundles, reviews and checkpoints it signs then count as signed by NAME.

@@ -15,15 +15,20 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from assurance.cli._common import BitcaseError, err_console
+from assurance.cli._help import humanise
 
+HELP_OPTION_NAMES = ["-h", "--help"]
 
-
-class _PlainWhenPiped(TyperGroup):
-    """Usage errors in rich boxes only on a terminal.
+class _BitcaseGroup(TyperGroup):
+    """The root group: help by metavar, and usage errors in rich boxes only on a terminal.
 
     A boxed error wraps at the console width, so a long path would break across lines when
     stderr is a pipe or a file; there click's plain one-line message is printed instead.
     """
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        humanise(self, HELP_OPTION_NAMES)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         markup_mode = self.rich_markup_mode
@@ -37,12 +42,12 @@ class _PlainWhenPiped(TyperGroup):
 
 app = typer.Typer(
     name="bitcase",
-    cls=_PlainWhenPiped,
+    cls=_BitcaseGroup,
     help="Evidence and assurance cases for bitwise-deterministic LLM inference.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": HELP_OPTION_NAMES},
 )
 
 
@@ -70,6 +75,7 @@ COMMAND_MODULES = (
     "assurance.cli.assure",
     "assurance.cli.db",
     "assurance.cli.ingest",
+    "assurance.cli.evidence",
     "assurance.cli.audit",
     "assurance.cli.key",
     "assurance.cli.case",

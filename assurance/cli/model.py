@@ -4,25 +4,26 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
+from assurance.cli._choices import DTYPES, PRESETS
 from assurance.cli._common import JsonOption, err_console, fail
 
 model_app = typer.Typer(help="Make and inspect Hugging Face-format model checkpoints.", no_args_is_help=True)
 
-ModelDir = Annotated[Path, typer.Argument(help="Checkpoint directory (config.json + *.safetensors).")]
+ModelDir = Annotated[Path, typer.Argument(metavar="DIR", help="Checkpoint directory (config.json + *.safetensors).")]
 
 
 @model_app.command("make")
 def make(
     out_dir: ModelDir,
-    preset: Annotated[str, typer.Option("--preset", help="Shape: tiny, small (Qwen2-style) or llama-1b.")] = "tiny",
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the random weights.")] = 0,
-    dtype: Annotated[Optional[str], typer.Option("--dtype", help="float32 or bfloat16 (default: the preset's).")] = None,
+    preset: Annotated[Literal[PRESETS], typer.Option("--preset", help="Shape (small is Qwen2-style).")] = "tiny",
+    seed: Annotated[int, typer.Option("--seed", metavar="N", min=0, help="Seed of the random weights.")] = 0,
+    dtype: Annotated[Optional[Literal[DTYPES]], typer.Option("--dtype", help="Weights dtype (default: the preset's).")] = None,
     max_shard_mb: Annotated[Optional[int], typer.Option(
-        "--max-shard-mb", min=1, help="Split the weights into shards of at most this size, with an index.")] = None,
+        "--max-shard-mb", metavar="MB", min=1, help="Split the weights into shards of at most this size, with an index.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite a directory that already holds a checkpoint.")] = False,
 ) -> None:
     """Write a random-initialised checkpoint with real Hugging Face tensor names, shapes and config.json.
@@ -30,12 +31,6 @@ def make(
     A small real tokenizer comes with it (as `bitcase model tokenizer` writes). The same preset,
     seed and dtype always write the same bytes. Prints the directory and the weights digest.
     """
-    from kernels.shapes import PRESETS
-
-    if preset not in PRESETS:
-        fail(f"unknown preset {preset!r}", hint=f"choose one of: {', '.join(sorted(PRESETS))}")
-    if dtype not in (None, "float32", "bfloat16"):
-        fail(f"--dtype {dtype!r} is not float32 or bfloat16")
     if (out_dir / "config.json").exists() and not force:
         fail(f"{out_dir} already holds a checkpoint", hint="pass --force to overwrite it")
     if out_dir.exists() and not out_dir.is_dir():

@@ -6,16 +6,17 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import typer
 
 from assurance.cli._case_options import emit_json
-from assurance.cli._common import EXIT_FINDINGS, DbOption, JsonOption, err_console, fail, out_console
+from assurance.cli._choices import APIS, SCENARIOS, choice_enum
+from assurance.cli._aliases import deprecated_alias, either
+from assurance.cli._common import EXIT_FINDINGS, BitcaseError, DbOption, JsonOption, err_console, fail, out_console
 from assurance.cli._signing import SignKeyOption, load_signing_key
 
-API_CHOICES = ("auto", "openai", "vllm", "sglang", "llama.cpp", "tgi")  # probing.backend.APIS, without its import
-SCENARIO_CHOICES = "repeat, concurrent, prefix, long, prefill-decode, seeded"
+Scenario = choice_enum("Scenario", SCENARIOS)
 KEY_ENVS = ("BITCASE_PROBE_API_KEY", "OPENAI_API_KEY")
 EXIT_INTERRUPTED = 130
 
@@ -128,32 +129,34 @@ def _check_store(out: Path | None, db: str | None) -> None:
 
 
 def probe(
-    url: Annotated[str, typer.Argument(help="The server, e.g. http://127.0.0.1:8000/v1 (credentials are never "
+    url: Annotated[str, typer.Argument(metavar="URL", help="The server, e.g. http://127.0.0.1:8000/v1 (credentials are never "
                                             "stored).", show_default=False)],
-    model: Annotated[str, typer.Option("--model", help="Model name the server serves (as in /v1/models).",
-                                       show_default=False)],
-    api: Annotated[str, typer.Option("--api", help=f"Server flavour: {', '.join(API_CHOICES)}.")] = "auto",
+    served_model_name: Annotated[Optional[str], typer.Option(
+        "--served-model-name", metavar="NAME", help="Model name the server serves (as in /v1/models); required.",
+        show_default=False)] = None,
+    model: Annotated[Optional[str], deprecated_alias("--model", "--served-model-name", metavar="NAME")] = None,
+    api: Annotated[Literal[APIS], typer.Option("--api", help="Server flavour (auto: detect it).")] = "auto",
     deployment: Annotated[Optional[Path], typer.Option(
-        "--deployment", metavar="FILE.json",
+        "--deployment", metavar="FILE", dir_okay=False,
         help='Flags of the deployment the server does not report, {"fields": {...}}; they become part of D.')] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Evidence bundle to write (JSONL).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", metavar="FILE", dir_okay=False, help="Evidence bundle to write (JSONL).")] = None,
     db: DbOption = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=64,
+    concurrency: Annotated[int, typer.Option("--concurrency", metavar="N", min=1, max=64,
                                              help="Most requests in flight at once.")] = 8,
-    requests: Annotated[int, typer.Option("--requests", min=1, max=32,
+    requests: Annotated[int, typer.Option("--requests", metavar="N", min=1, max=32,
                                           help="Target prompts per scenario.")] = 2,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", min=1, max=1024,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", metavar="N", min=1, max=1024,
                                             help="Tokens generated per target request.")] = 16,
-    top_logprobs: Annotated[int, typer.Option("--top-logprobs", min=1, max=100000,
+    top_logprobs: Annotated[int, typer.Option("--top-logprobs", metavar="N", min=1, max=100000,
                                               help="Top-k logprobs to ask for (the server may cap it).")] = 20,
     chunk_size: Annotated[Optional[int], typer.Option(
-        "--chunk-size", min=1, help="The server's prefill chunk in tokens (default: chunk_size in --deployment); "
+        "--chunk-size", metavar="TOKENS", min=1, help="The server's prefill chunk in tokens (default: chunk_size in --deployment); "
                                     "without it long prompts are not exercised.")] = None,
-    vocab: Annotated[int, typer.Option("--vocab", min=16, help="Token-id prompts use ids below this.")] = 256,
-    scenario: Annotated[Optional[list[str]], typer.Option(
-        "--scenario", help=f"Scenario to run, repeatable (default: all): {SCENARIO_CHOICES}.")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="Seconds to wait for each answer.")] = 60.0,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Prompt seed (0: fresh, so every prefix is new to the "
+    vocab: Annotated[int, typer.Option("--vocab", metavar="N", min=16, help="Token-id prompts use ids below this.")] = 256,
+    scenario: Annotated[Optional[list[Scenario]], typer.Option(
+        "--scenario", help="Scenario to run (repeatable; default: all).")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", min=1.0, help="Seconds to wait for each answer.")] = 60.0,
+    seed: Annotated[int, typer.Option("--seed", metavar="N", min=0, help="Prompt seed (0: fresh, so every prefix is new to the "
                                                             "server).")] = 0,
     sign_key: SignKeyOption = None,
     json_output: JsonOption = False,
@@ -170,8 +173,12 @@ def probe(
     from probing.protocol import run_probe
     from probing.scenario_base import Settings
 
-    if api not in API_CHOICES:
-        fail(f"--api {api!r} is not one of {', '.join(API_CHOICES)}")
+    try:
+        model = either(served_model_name, model, new="--served-model-name", old="--model")
+    except BitcaseError as exc:
+        fail(str(exc), hint=exc.hint)
+    if model is None:
+        fail("missing option --served-model-name NAME", hint="the model name the server lists at /v1/models")
     declared = _declared(deployment)
     _check_store(out, db)
     signer = _signer(sign_key)
@@ -180,7 +187,7 @@ def probe(
     try:
         endpoint = parse_endpoint(url, api_key=api_key)
         run = _run_with_progress(run_probe, endpoint, settings, api=api, top_k=top_logprobs, vocab=vocab,
-                                 chunk_size=chunk_size, declared=declared, scenarios=scenario, timeout_s=timeout,
+                                 chunk_size=chunk_size, declared=declared, scenarios=[s.value for s in scenario] if scenario else None, timeout_s=timeout,
                                  command=["bitcase", "probe", *_redacted(sys.argv[2:])])
     except ProbeInputError as exc:
         fail(str(exc), hint=exc.hint)

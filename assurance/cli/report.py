@@ -8,29 +8,32 @@ from typing import Annotated
 import typer
 
 from assurance.cli._case_options import CaseOption, PlanOption, RootOption, resolve_case_path, user_errors
+from assurance.cli._aliases import deprecated_alias, either
 from assurance.cli._common import EXIT_FINDINGS, EXIT_USAGE, DbOption, err_console, fail
 
 ConfigOption = Annotated[str | None, typer.Option(
-    "--config", help="Only this deployment configuration D: a digest or unique prefix, `latest` or `current` "
+    "--config", metavar="DIGEST", help="Only this deployment configuration D: a digest or unique prefix, `latest` or `current` "
                      "(default: the case's or the project's pin, else every D in the store, each in its own section).")]
 _UNSUPPORTED = ("defeated", "incomplete")
 _DIAGRAM_FORMATS = (".svg", ".png", ".dot")
 
 
 def report(
-    out: Annotated[Path, typer.Option("--out", help="Directory to write report.html into (created if missing).",
-                                      file_okay=False)],
+    out_dir: Annotated[Path | None, typer.Option(
+        "--out-dir", metavar="DIR", help="Directory to write report.html into (created if missing).", file_okay=False,
+        show_default=False)] = None,
+    out: Annotated[Path | None, deprecated_alias("--out", "--out-dir", metavar="DIR", file_okay=False)] = None,
     db: DbOption = None,
     case: CaseOption = None,
     config: ConfigOption = None,
     plan: PlanOption = None,
     root: RootOption = None,
     templates: Annotated[Path | None, typer.Option(
-        "--templates", help="Directory of template overrides (use default:NAME to extend an original).",
+        "--templates", metavar="DIR", help="Directory of template overrides (use default:NAME to extend an original).",
         file_okay=False)] = None,
     no_diagram: Annotated[bool, typer.Option("--no-diagram", help="Leave the trust-boundary diagram out.")] = False,
 ) -> None:
-    """Write one self-contained HTML report (OUT/report.html) and print its path.
+    """Write one self-contained HTML report (DIR/report.html) and print its path.
 
     One section per deployment configuration judged (--config, else the case's or the project's
     pin, else every D in the store). The store's hash chain is verified first: a broken chain
@@ -42,10 +45,14 @@ def report(
     from assurance.render.html import RenderOptions, write_report
     from assurance.render.loading import load_state
 
+    with user_errors():
+        out = either(out_dir, out, new="--out-dir", old="--out")
+    if out is None:
+        fail("missing option --out-dir DIR", hint="name the directory to write report.html into")
     if templates is not None and not templates.is_dir():
         fail(f"template directory {templates} does not exist", hint="pass a directory holding your template overrides")
     if out.exists() and not out.is_dir():
-        fail(f"--out {out} is a file", hint="pass a directory; the report is written as DIR/report.html")
+        fail(f"--out-dir {out} is a file", hint="pass a directory; the report is written as DIR/report.html")
     with user_errors():
         state = load_state(db=db, case_path=resolve_case_path(case, db), config=config, plan=plan, root=root)
         model = report_model([(s.evaluation, s.fields, s.notes) for s in state.scopes], evidence=state.evidence,
@@ -71,8 +78,8 @@ def report(
 
 
 def diagram(
-    out: Annotated[Path, typer.Option("--out", help="Output file: .svg, .png or .dot.", dir_okay=False)],
-    focus: Annotated[str | None, typer.Option("--focus", help="Draw only what this claim (node id) rests on.")] = None,
+    out: Annotated[Path, typer.Option("--out", metavar="FILE", help="Output file: .svg, .png or .dot.", dir_okay=False)],
+    focus: Annotated[str | None, typer.Option("--focus", metavar="NODE", help="Draw only what this claim (node id) rests on.")] = None,
     db: DbOption = None,
     case: CaseOption = None,
     config: ConfigOption = None,

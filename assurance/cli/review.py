@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from assurance.cli._case_options import CaseOption, PlanOption, resolve_case_path, user_errors
+from assurance.cli._aliases import deprecated_alias, either
 from assurance.cli._common import EXIT_FINDINGS, BitcaseError, DbOption, JsonOption, PipeWideConsole, err_console
 from assurance.cli._signing import load_signing_key
 
@@ -42,15 +43,16 @@ def _parse_expires(text: str | None) -> date | None:
 
 @review_app.command("add")
 def add(
-    item: Annotated[str, typer.Argument(help="A trusted item's case node id, or an evidence item id.")],
+    item: Annotated[str, typer.Argument(metavar="ITEM", help="A trusted item's case node id, or an evidence item id.")],
     decision: Annotated[Decision, typer.Option("--decision", help="accept, reject or needs-work.")],
-    rationale: Annotated[str, typer.Option("--rationale", help="Why: what was checked and how.")],
-    by: Annotated[str | None, typer.Option("--by", help="Who reviewed it (name or handle), for an unsigned review.")]
+    rationale: Annotated[str, typer.Option("--rationale", metavar="RATIONALE", help="Why: what was checked and how.")],
+    by: Annotated[str | None, typer.Option("--by", metavar="NAME", help="Who reviewed it (name or handle), for an unsigned review.")]
     = None,
-    key: Annotated[str | None, typer.Option(
-        "--key", metavar="KEY", help="Sign the review with this key (a key id, a key name or a private key file); "
+    sign_key: Annotated[str | None, typer.Option(
+        "--sign-key", metavar="KEY", help="Sign the review with this key (a key id, a key name or a private key file); "
                                      "the reviewer is then the key's identity.")] = None,
-    expires: Annotated[str | None, typer.Option("--expires", help="Last day the review counts (YYYY-MM-DD).")] = None,
+    key: Annotated[str | None, deprecated_alias("--key", "--sign-key", metavar="KEY")] = None,
+    expires: Annotated[str | None, typer.Option("--expires", metavar="YYYY-MM-DD", help="Last day the review counts (YYYY-MM-DD).")] = None,
     db: DbOption = None,
     case: CaseOption = None,
     json_out: JsonOption = False,
@@ -59,14 +61,14 @@ def add(
 
     Editing a trusted item's text or rationale, or re-producing an evidence item with other
     content, makes the review stale. Reviews are appended to the store's hash chain, never edited.
-    Give --key to sign it (the reviewer is the key's identity) or --by for an unsigned review.
+    Give --sign-key to sign it (the reviewer is the key's identity) or --by for an unsigned review.
     """
     from assurance.render.review_targets import resolve_target
     from evidence_db.reviews import add_review, signer_identity
     from evidence_db.session import open_session
 
     with user_errors():
-        signer = _review_signer(key, by)
+        signer = _review_signer(either(sign_key, key, new="--sign-key", old="--key"), by)
         expires_on = _parse_expires(expires)
         target = resolve_target(item, db=db, case_path=resolve_case_path(case, db))
         with open_session(db, write=True) as session:
@@ -86,11 +88,11 @@ def _review_signer(key: str | None, by: str | None):
     """The key a review is signed with (None: unsigned, by ``by``); exactly one of the two is given."""
     if key is None:
         if by is None:
-            raise BitcaseError("say who reviewed: --key KEY (signed) or --by NAME (unsigned)",
+            raise BitcaseError("say who reviewed: --sign-key KEY (signed) or --by NAME (unsigned)",
                                hint="create a key with `bitcase key generate --name NAME`")
         return None
     if by is not None:
-        raise BitcaseError("--by and --key cannot be combined: a signed review is by the key's identity",
+        raise BitcaseError("--by and --sign-key cannot be combined: a signed review is by the key's identity",
                            hint="drop --by")
     return load_signing_key(key)
 
@@ -99,7 +101,7 @@ def _review_signer(key: str | None, by: str | None):
 def list_(
     db: DbOption = None,
     case: CaseOption = None,
-    target: Annotated[str | None, typer.Option("--target", help="Only reviews of this item.")] = None,
+    target: Annotated[str | None, typer.Option("--target", metavar="ITEM", help="Only reviews of this item.")] = None,
     json_out: JsonOption = False,
 ) -> None:
     """List every audit review in the order recorded: pinned to the current digest or not, signed or not.
@@ -149,8 +151,8 @@ def list_(
 
 
 def diff(
-    a: Annotated[str, typer.Argument(help="Before: a store (URL or SQLite file) or an exported JSON snapshot.")],
-    b: Annotated[str, typer.Argument(help="After: a store (URL or SQLite file) or an exported JSON snapshot.")],
+    a: Annotated[str, typer.Argument(metavar="BEFORE", help="Before: a store (URL or SQLite file) or an exported JSON snapshot.")],
+    b: Annotated[str, typer.Argument(metavar="AFTER", help="After: a store (URL or SQLite file) or an exported JSON snapshot.")],
     case: CaseOption = None,
     plan: PlanOption = None,
     json_out: JsonOption = False,

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 
-from assurance.cli._common import DbOption, err_console, fail
+from assurance.cli._aliases import deprecated_alias, either
+from assurance.cli._choices import DTYPES
+from assurance.cli._common import BitcaseError, DbOption, err_console, fail
 from assurance.cli._signing import SignKeyOption, load_signing_key
 from engine.config import EngineConfig
 
@@ -15,31 +17,33 @@ _DEFAULTS = EngineConfig()  # the options' defaults are the engine's own
 
 
 def serve(
-    model: Annotated[Path, typer.Option("--model", help="Checkpoint directory (config.json + *.safetensors; "
+    model: Annotated[Path, typer.Option("--model", metavar="DIR", help="Checkpoint directory (config.json + *.safetensors; "
                                                         "tokenizer.json for text).", show_default=False)],
-    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).")] = 8000,
+    host: Annotated[str, typer.Option("--host", metavar="ADDRESS", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", metavar="PORT", help="Port to listen on (0: any free port).")] = 8000,
     served_model_name: Annotated[Optional[str], typer.Option(
-        "--served-model-name", help="Model name clients send (default: the directory's name).")] = None,
+        "--served-model-name", metavar="NAME", help="Model name clients send (default: the directory's name).")] = None,
     max_pending: Annotated[int, typer.Option(
-        "--max-pending", help="Engine requests queued or running at once; more get 429.")] = 256,
+        "--max-pending", metavar="N", help="Engine requests queued or running at once; more get 429.")] = 256,
     drain_timeout: Annotated[float, typer.Option(
-        "--drain-timeout", help="Seconds SIGTERM lets running requests finish before aborting them.")] = 30.0,
-    device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = _DEFAULTS.device,
-    dtype: Annotated[Optional[str], typer.Option("--dtype", help="float32 or bfloat16 (default: checkpoint's).")] = None,
-    page_size: Annotated[int, typer.Option("--page-size", help="KV page size in positions.")] = _DEFAULTS.page_size,
-    num_pages: Annotated[int, typer.Option("--num-pages", help="KV pages in the pool.")] = _DEFAULTS.num_pages,
+        "--drain-timeout", metavar="SECONDS", help="Seconds SIGTERM lets running requests finish before aborting them.")] = 30.0,
+    device: Annotated[str, typer.Option("--device", metavar="DEVICE", help="cpu, cuda or cuda:N.")] = _DEFAULTS.device,
+    dtype: Annotated[Optional[Literal[DTYPES]], typer.Option("--dtype", help="Weights dtype (default: the checkpoint's).")]
+    = None,
+    page_size: Annotated[int, typer.Option("--page-size", metavar="N", help="KV page size in positions.")] = _DEFAULTS.page_size,
+    num_pages: Annotated[int, typer.Option("--num-pages", metavar="N", help="KV pages in the pool.")] = _DEFAULTS.num_pages,
     max_num_seqs: Annotated[int, typer.Option(
-        "--max-num-seqs", help="Requests computed per step.")] = _DEFAULTS.max_num_seqs,
+        "--max-num-seqs", metavar="N", help="Requests computed per step.")] = _DEFAULTS.max_num_seqs,
     max_num_batched_tokens: Annotated[int, typer.Option(
-        "--max-num-batched-tokens", help="Rows computed per step (the chunked-prefill budget).")]
+        "--max-num-batched-tokens", metavar="N", help="Rows computed per step (the chunked-prefill budget).")]
     = _DEFAULTS.max_num_batched_tokens,
     max_model_len: Annotated[int, typer.Option(
-        "--max-model-len", help="Longest request in positions.")] = _DEFAULTS.max_model_len,
+        "--max-model-len", metavar="N", help="Longest request in positions.")] = _DEFAULTS.max_model_len,
     cuda_graphs: Annotated[bool, typer.Option(
         "--cuda-graphs", help="Replay decode steps as padded CUDA graphs (CUDA only; recorded in D).")] = False,
-    expect_deployment: Annotated[Optional[str], typer.Option(
-        "--expect-deployment", help="Refuse to start unless the engine's D has this digest.")] = None,
+    expect_config: Annotated[Optional[str], typer.Option(
+        "--expect-config", metavar="DIGEST", help="Refuse to start unless the engine's D has this digest.")] = None,
+    expect_deployment: Annotated[Optional[str], deprecated_alias("--expect-deployment", "--expect-config", metavar="DIGEST")] = None,
     db: DbOption = None,
     sign_key: SignKeyOption = None,
 ) -> None:
@@ -69,6 +73,10 @@ def serve(
             load_signing_key(sign_key)  # a bad key fails here, before the engine is built
         except KeyringError as exc:
             fail(str(exc), hint=exc.hint)
+    try:
+        expected = either(expect_config, expect_deployment, new="--expect-config", old="--expect-deployment")
+    except BitcaseError as exc:
+        fail(str(exc), hint=exc.hint)
     if not 0 <= port <= 65535:
         fail(f"--port {port} is not a port number (0-65535)")
     if max_pending < 1 or drain_timeout < 0:
@@ -84,7 +92,7 @@ def serve(
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     settings = ServeSettings(model_dir=model, config=config, host=host, port=port, model_name=served_model_name,
                              max_pending=max_pending, drain_timeout_s=drain_timeout,
-                             expected_deployment=expect_deployment, db_url=url, sign_key=sign_key)
+                             expected_deployment=expected, db_url=url, sign_key=sign_key)
     from engine.deployment import DeploymentMismatch
     from engine.model_config import ModelConfigError
     from evidence_db.errors import StoreError

@@ -13,18 +13,19 @@ from assurance.cli._common import EXIT_FINDINGS, BitcaseError, JsonOption, err_c
 from assurance.cli._signing import SignKeyOption, load_signing_key
 
 PlanOption = Annotated[str | None, typer.Option(
-    "--plan", help="Sealed plan preset to verify: tiny, small or llama-1b (default: D's plan, else tiny).")]
+    "--plan", metavar="PRESET", help="Sealed plan preset to verify: tiny, small or llama-1b (default: D's plan, "
+                                     "else tiny).")]
 DeploymentOption = Annotated[Path | None, typer.Option(
-    "--deployment", help="JSON file of the deployment configuration D ({\"fields\": {...}} or the fields "
+    "--deployment", metavar="FILE", help="JSON file of the deployment configuration D ({\"fields\": {...}} or the fields "
                          "themselves); its kernel_plan entries are verified and the records name it.",
     dir_okay=False)]
-OutOption = Annotated[Path | None, typer.Option("--out", help="Write the evidence bundle (JSONL) here.",
+OutOption = Annotated[Path | None, typer.Option("--out", metavar="FILE", help="Write the evidence bundle (JSONL) here.",
                                                 dir_okay=False)]
-KeyOption = Annotated[list[str] | None, typer.Option("--key", help="Only this plan entry key (repeatable).")]
+KeyOption = Annotated[list[str] | None, typer.Option("--key", metavar="KEY", help="Only this plan entry key (repeatable).")]
 ContractOption = Annotated[Path | None, typer.Option(
-    "--contract", help="Contract TOML for FILE.py::KERNEL (required with a target).", dir_okay=False)]
+    "--contract", metavar="FILE", help="Contract TOML for FILE.py::KERNEL (required with a target).", dir_okay=False)]
 ConstexprOption = Annotated[list[str] | None, typer.Option(
-    "--constexpr", help="NAME=VALUE for a constexpr of FILE.py::KERNEL (repeatable; ints, floats, true/false, "
+    "--constexpr", metavar="NAME=VALUE", help="NAME=VALUE for a constexpr of FILE.py::KERNEL (repeatable; ints, floats, true/false, "
                         "or strings such as ieee or bfloat16).")]
 DetailsOption = Annotated[bool, typer.Option("--details", help="Print the full report of every result.")]
 
@@ -143,7 +144,7 @@ def _summary_table(results) -> None:
 
 
 def verify(
-    target: Annotated[str | None, typer.Argument(help="FILE.py::KERNEL to verify instead of the plan.")] = None,
+    target: Annotated[str | None, typer.Argument(metavar="FILE.py::KERNEL", help="FILE.py::KERNEL to verify instead of the plan.")] = None,
     plan: PlanOption = None,
     deployment_file: DeploymentOption = None,
     out: OutOption = None,

@@ -60,5 +60,6 @@ def resolve_target(item: str, *, db: str | None, case_path: Path) -> ReviewTarge
     why = (f"{item!r} is a {others[item]} of the case, not a trusted item" if item in others
            else f"{item!r} is neither a trusted item of the case nor an evidence item in the store")
     hint = (f"did you mean {', '.join(close)}? " if close else "") + \
-        f"trusted items: {listed}; evidence item ids are listed in the report's evidence index"
+        f"trusted items: {listed}; evidence items: `bitcase evidence list` finds them, `bitcase evidence show ID` " \
+        "reads one"
     raise BitcaseError(why, hint=hint)

@@ -63,4 +63,4 @@ def test_obligations_lists_ids_with_their_policy():
     assert rows["runtime.plan"]["requires"] == ["runtime_config_check"]
     assert rows["trusted.triton-compiler"]["trusted"] is True
     text = invoke("case", "obligations", BUNDLED_CASE)
-    assert "suite.batch\ttest_result" in text.stdout.splitlines()
+    assert any(line.startswith("suite.batch\ttest_result\tsubjects: code:") for line in text.stdout.splitlines())

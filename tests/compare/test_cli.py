@@ -64,8 +64,8 @@ def test_check_config_against_another_deployment_exits_1(tiny_model_dir, tmp_pat
 
 @pytest.mark.parametrize("args,message", [
     (["--shard", "3/2"], "shard 3/2"),
-    (["--suite", "bogus"], "unknown suite"),
-    (["--scale", "huge"], "unknown scale"),
+    (["--suite", "bogus"], "'bogus' is not one of 'all'"),
+    (["--scale", "huge"], "'huge' is not one of 'ci', 'full'"),
     (["--device", "tpu"], "device 'tpu'"),
     (["--scale", "full"], "max_position_embeddings"),
     (["--gpus", "2"], "--gpus 2 needs --device cuda"),

@@ -9,7 +9,7 @@ from assurance.cli.main import app
 
 runner = CliRunner()
 CASE = "assurance/cases/external.toml"
-SMALL = ["--model", "fake-model", "--requests", "1", "--max-tokens", "6", "--chunk-size", "32", "--seed", "5"]
+SMALL = ["--served-model-name", "fake-model", "--requests", "1", "--max-tokens", "6", "--chunk-size", "32", "--seed", "5"]
 
 
 def invoke(*args):
@@ -81,8 +81,8 @@ def test_declared_flags_become_part_of_d(fake_server, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["not-a-url"], "is not an http(s) URL"),
     (["http://127.0.0.1:9/v1", "--timeout", "2"], "cannot reach"),
-    (["{url}", "--scenario", "nope"], "unknown scenario(s): nope"),
-    (["{url}", "--api", "ollama"], "--api 'ollama'"),
+    (["{url}", "--scenario", "nope"], "'nope' is not one of 'repeat'"),
+    (["{url}", "--api", "ollama"], "'ollama' is not one of 'auto'"),
     (["{url}", "--deployment", "{missing}"], "cannot read a JSON object"),
     (["{url}", "--db", "{nostore}"], "no evidence store"),
 ])
