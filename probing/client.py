@@ -106,6 +106,20 @@ class ProbeClient:
         status, payload, _ = await self._send(method, url, body)
         return status, payload
 
+    async def peek(self, url: str, *, timeout_s: float) -> tuple[int, Any]:
+        """One GET outside the concurrency bound, never retried: (status, JSON or whole text); (0, message) on error.
+
+        For the server's self-reports sampled while the probe's own requests are in flight.
+        """
+        try:
+            response = await self._http.get(url, timeout=timeout_s)
+        except httpx.HTTPError as exc:
+            return 0, f"{type(exc).__name__}: {exc}"
+        try:
+            return response.status_code, response.json()
+        except ValueError:
+            return response.status_code, response.text
+
     async def _send(self, method: str, url: str, body: Any) -> tuple[int, Any, int]:
         attempt = 0
         while True:
