@@ -21,11 +21,15 @@ def _overlap(target: Call, companions: list[Call], server: dict[str, Any]) -> di
 
 def _as_server_saw(server: dict[str, Any]) -> str:
     """What the server's running count adds to a unit's summary ("" when it reports none)."""
-    if server.get("max_running") is None:
+    most = server.get("max_running")
+    if most is None:
         return ""
     if server["batched"]:
-        return f" (the server reported up to {server['max_running']} running at once)"
-    return f" (the server never reported more than {server['max_running']} running: it queued them)"
+        return f" (the server reported up to {most} running at once)"
+    # a group shorter than the sampling interval may be sampled only before the server took it up
+    if most == 0:
+        return f" (the server's {server['samples']} sample(s) saw no request running)"
+    return f" (the server's {server['samples']} sample(s) never saw more than 1 running)"
 
 
 def _companions(ctx: Context, k: int, length: int, **body: Any) -> list[dict[str, Any]]:

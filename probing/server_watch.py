@@ -11,7 +11,8 @@ seen, beside the client-side overlap. Sources, tried in this order:
   (llama.cpp with ``--metrics``), ``tgi_batch_current_size``; label sets are summed.
 
 Samples are taken every :data:`INTERVAL_S`: a peak shorter than that can be missed, so a largest
-value of 1 says the server was not seen running two at once, not that it never did.
+value of 1 (or 0, for a group answered between two samples) says the server was not seen running two
+at once, not that it never did.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ __all__ = ["GAUGES", "INTERVAL_S", "Watch", "find_watch", "no_watch_witness", "r
 
 GAUGES = ("bitcase_running", "vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing",
           "tgi_batch_current_size")
-INTERVAL_S = 0.05
+INTERVAL_S = 0.01
 _PEEK_TIMEOUT_S = 2.0
 
 
