@@ -3,7 +3,8 @@
 The backend is named by its own endpoints (``/get_server_info`` SGLang, ``/props`` llama.cpp,
 ``/info`` TGI, ``/version`` vLLM) unless ``--api`` names it. Features are found by trying them:
 token-id prompts, top-k logprobs (and whether they name tokens by id), echo of prompt logprobs,
-seeds, and a per-request way around the prefix cache.
+seeds, a per-request way around the prefix cache, and where the server reports how many requests it
+is running (:mod:`probing.server_watch`).
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from probing.client import ProbeClient, ProbeInputError
+from probing.client import ProbeClient, ProbeInputError, error_message
 from probing.prompts import PromptMaker
+from probing.server_watch import Watch, find_watch
 from probing.wire import Features, WireError, completion_body, parse_completion
 
 __all__ = ["APIS", "Backend", "detect", "isolation_extra"]
@@ -32,6 +34,7 @@ class Backend:
     features: Features
     isolation: str | None = None  # the request field that keeps a request out of the prefix cache
     notes: tuple[str, ...] = field(default=())
+    watch: Watch | None = None  # where the server reports how many requests it is running
 
 
 def isolation_extra(isolation: str | None, unique: str) -> dict[str, Any]:
@@ -90,7 +93,7 @@ async def _models(client: ProbeClient, model: str) -> int | None:
 async def _try(client: ProbeClient, body: dict[str, Any], **parse: Any):
     status, payload = await client.request("POST", client.endpoint.api_base + "/completions", body)
     if status != 200:
-        return None, f"HTTP {status}"
+        return None, f"HTTP {status}: {error_message(payload)}" if status else str(payload)
     try:
         return parse_completion(payload, **parse), ""
     except WireError as exc:
@@ -143,4 +146,7 @@ async def detect(client: ProbeClient, *, api: str, model: str, top_k: int, vocab
         if got is None:
             notes.append(f"{isolation} refused ({why}): repeats may reuse the prefix cache")
             isolation = None
-    return Backend(name, version, reported, f, isolation, tuple(notes))
+    watch = await find_watch(client)
+    if watch is None:
+        notes.append("no running-request count (/slots or a /metrics gauge): overlap is seen from the client only")
+    return Backend(name, version, reported, f, isolation, tuple(notes), watch)

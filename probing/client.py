@@ -18,7 +18,7 @@ import httpx
 
 from probing.wire import Completion, WireError, parse_completion
 
-__all__ = ["ProbeInputError", "Endpoint", "Call", "ProbeClient", "parse_endpoint"]
+__all__ = ["ProbeInputError", "Endpoint", "Call", "ProbeClient", "error_message", "parse_endpoint"]
 
 _RETRY_STATUS = (429, 502, 503, 504)
 
@@ -106,6 +106,20 @@ class ProbeClient:
         status, payload, _ = await self._send(method, url, body)
         return status, payload
 
+    async def peek(self, url: str, *, timeout_s: float) -> tuple[int, Any]:
+        """One GET outside the concurrency bound, never retried: (status, JSON or whole text); (0, message) on error.
+
+        For the server's self-reports sampled while the probe's own requests are in flight.
+        """
+        try:
+            response = await self._http.get(url, timeout=timeout_s)
+        except httpx.HTTPError as exc:
+            return 0, f"{type(exc).__name__}: {exc}"
+        try:
+            return response.status_code, response.json()
+        except ValueError:
+            return response.status_code, response.text
+
     async def _send(self, method: str, url: str, body: Any) -> tuple[int, Any, int]:
         attempt = 0
         while True:
@@ -136,7 +150,7 @@ class ProbeClient:
             answered = time.monotonic()
         completion, error = None, None
         if status != 200:
-            error = f"HTTP {status}: {_message(payload)}" if status else str(payload)
+            error = f"HTTP {status}: {error_message(payload)}" if status else str(payload)
         else:
             try:
                 completion = parse_completion(payload, num_prompt=num_prompt, echo=echo)
@@ -148,7 +162,7 @@ class ProbeClient:
         return call
 
 
-def _message(payload: Any) -> str:
+def error_message(payload: Any) -> str:
     """The server's error message, however it nests it."""
     if isinstance(payload, dict):
         inner = payload.get("error", payload)

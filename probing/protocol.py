@@ -118,7 +118,8 @@ async def _probe(endpoint: Endpoint, settings: Settings, *, api: str, top_k: int
     f = backend.features
     resolution = resolution_of(top_k=f.top_logprobs, by_id=f.ids_in_logprobs, row_digests=tally.row_digests)
     run_details = {"probe_run": run_id, "prompt_seed": settings.seed, "server_reported": backend.reported,
-                   "server_notes": list(backend.notes), "logprob_values": tally.numbers,
+                   "server_notes": list(backend.notes), "server_watch": backend.watch.source if backend.watch else None,
+                   "logprob_values": tally.numbers,
                    "logprob_values_not_float32": tally.not_float32}
     records = []
     for scenario in chosen:

@@ -17,6 +17,7 @@ from probing.backend import Backend, isolation_extra
 from probing.client import Call, ProbeClient
 from probing.diff import Difference, compare_completions
 from probing.prompts import PromptMaker
+from probing.server_watch import no_watch_witness
 from probing.wire import completion_body
 
 __all__ = ["Settings", "Context", "UnitResult", "Scenario", "judge", "not_exercised", "ORDERS"]
@@ -87,14 +88,21 @@ class Context:
                                           num_prompt=len(prompt) if isinstance(prompt, list) else None)
 
     async def group(self, target: dict[str, Any], companions: Sequence[dict[str, Any]], order: str,
-                    label: str) -> tuple[Call, list[Call]]:
-        """Send the target with its companions at once, the target first, in the middle or last."""
+                    label: str) -> tuple[Call, list[Call], dict[str, Any]]:
+        """Send the target with its companions at once, the target first, in the middle or last.
+
+        Returns the target's call, the companions' calls, and the server-side witness: the largest
+        running-request count the server reported while they were in flight (:mod:`probing.server_watch`).
+        """
         at = {"first": 0, "middle": len(companions) // 2, "last": len(companions)}[order]
         bodies = list(companions[:at]) + [target] + list(companions[at:])
         tasks = [asyncio.ensure_future(self.alone(b, f"{label}.{'target' if i == at else f'c{i}'}"))
                  for i, b in enumerate(bodies)]
-        calls = await asyncio.gather(*tasks)
-        return calls[at], calls[:at] + calls[at + 1:]
+        work = asyncio.gather(*tasks)
+        watch = self.backend.watch
+        server = await watch.sample_during(self.client, work) if watch is not None else no_watch_witness()
+        calls = await work
+        return calls[at], calls[:at] + calls[at + 1:], server
 
 
 def not_exercised(scenario: str, units: Sequence[str], why: str) -> list[UnitResult]:

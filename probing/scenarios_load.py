@@ -13,9 +13,23 @@ _LONG_ORDERS = ("first", "last")
 _SEEDED_ORDERS = ("first", "last")
 
 
-def _overlap(target: Call, companions: list[Call]) -> dict[str, Any]:
+def _overlap(target: Call, companions: list[Call], server: dict[str, Any]) -> dict[str, Any]:
+    """Client-side overlap (which gates the unit) and the server's own running count (recorded beside it)."""
     return {"companions": len(companions), "overlapping": sum(target.overlaps(c) for c in companions),
-            "seen_from": "the client (request send and answer times)"}
+            "seen_from": "the client (request send and answer times)", "server": server}
+
+
+def _as_server_saw(server: dict[str, Any]) -> str:
+    """What the server's running count adds to a unit's summary ("" when it reports none)."""
+    most = server.get("max_running")
+    if most is None:
+        return ""
+    if server["batched"]:
+        return f" (the server reported up to {most} running at once)"
+    # a group shorter than the sampling interval may be sampled only before the server took it up
+    if most == 0:
+        return f" (the server's {server['samples']} sample(s) saw no request running)"
+    return f" (the server's {server['samples']} sample(s) never saw more than 1 running)"
 
 
 def _companions(ctx: Context, k: int, length: int, **body: Any) -> list[dict[str, Any]]:
@@ -41,13 +55,14 @@ async def _concurrent(ctx: Context) -> list[UnitResult]:
                                                               f"most {ctx.settings.concurrency - 1} companions")
                 continue
             for order, unit in zip(ORDERS.get(k, ("first", "last")), units):
-                target, others = await ctx.group(ctx.body(prompt), _companions(ctx, k, ctx.settings.prompt_len),
+                target, others, server = await ctx.group(ctx.body(prompt), _companions(ctx, k, ctx.settings.prompt_len),
                                                  order, f"concurrent.{unit}")
-                witness = {**_overlap(target, others), "order": order}
+                witness = {**_overlap(target, others, server), "order": order}
                 results.append(judge("concurrent", unit, reference, [target], witness=witness,
                                      exercised=witness["overlapping"] > 0,
                                      why_not="no companion was in flight with the request",
-                                     what=f"the request with {k} concurrent companion(s), submitted {order},"))
+                                     what=f"the request with {k} concurrent companion(s), submitted {order}"
+                                          f"{_as_server_saw(server)},"))
     return results
 
 
@@ -91,13 +106,14 @@ async def _long(ctx: Context) -> list[UnitResult]:
             if ctx.settings.concurrency < 4:
                 results += not_exercised("long", [unit], why_load)
                 continue
-            target, others = await ctx.group(ctx.body(prompt), _companions(ctx, 3, length), order, f"long.{unit}")
-            w = {**witness, **_overlap(target, others), "order": order}
+            target, others, server = await ctx.group(ctx.body(prompt), _companions(ctx, 3, length), order,
+                                                     f"long.{unit}")
+            w = {**witness, **_overlap(target, others, server), "order": order}
             results.append(judge("long", unit, reference, [target], witness=w,
                                  exercised=longer and w["overlapping"] > 0,
                                  why_not=why if not longer else "no companion was in flight with the request",
                                  what=f"a {witness['prompt_tokens']}-token prompt with 3 long companions, "
-                                      f"submitted {order},"))
+                                      f"submitted {order}{_as_server_saw(server)},"))
     return results
 
 
@@ -128,11 +144,12 @@ async def _seeded(ctx: Context) -> list[UnitResult]:
             companions = [ctx.body(ctx.prompts.make(ctx.settings.prompt_len + j), temperature=1.0,
                                    max_tokens=ctx.settings.max_tokens + 8, seed=None if j % 2 == 0 else seed + 7 + j)
                           for j in range(3)]
-            target, others = await ctx.group(body(), companions, order, f"seeded.{unit}")
-            w = {**witness, **_overlap(target, others), "order": order}
+            target, others, server = await ctx.group(body(), companions, order, f"seeded.{unit}")
+            w = {**witness, **_overlap(target, others, server), "order": order}
             results.append(judge("seeded", unit, reference, [target], witness=w, exercised=w["overlapping"] > 0,
                                  why_not="no companion was in flight with the request",
-                                 what=f"seeded sampling with 3 sampling companions, submitted {order},"))
+                                 what=f"seeded sampling with 3 sampling companions, submitted {order}"
+                                      f"{_as_server_saw(server)},"))
     return results
 
 

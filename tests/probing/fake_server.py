@@ -5,7 +5,9 @@ changes that move them: ``batch`` (another request in flight at the step), ``pre
 prefix was reused), ``chunk`` (a prompt longer than the chunk admitted beside another request),
 ``prefill`` (prompt positions scored, against decode), ``seed`` (sampling draws depend on the
 number in flight), ``serial`` (every request differs). ``lacks`` removes ``logprobs``, ``echo``,
-``seed``, ``token_ids`` (token-id prompts) or ``cached_tokens`` (the usage count).
+``seed``, ``token_ids`` (token-id prompts) or ``cached_tokens`` (the usage count). ``reports``
+adds a running-request count: ``slots`` (llama.cpp's ``/slots``) or ``metrics`` (vLLM's gauge in
+``/metrics``); ``max_running`` queues requests beyond that many, as a server with that many slots.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
 BLOCK = 8  # prefix-cache block, in tokens
@@ -36,6 +38,8 @@ class FakeConfig:
     step_s: float = 0.003
     model: str = "fake-model"
     busy_after: int | None = None  # answer 503 once, after this many requests for more than 2 tokens
+    reports: str | None = None  # "slots" or "metrics"
+    max_running: int = 64
 
 
 def _log_softmax(row: np.ndarray) -> np.ndarray:
@@ -53,6 +57,12 @@ class FakeServer:
     received: int = 0
     was_busy: bool = False
     cache: set = field(default_factory=set)
+    admitted: asyncio.Semaphore | None = None
+
+    async def _admit(self) -> None:
+        if self.admitted is None:  # created on the server's own event loop
+            self.admitted = asyncio.Semaphore(self.config.max_running)
+        await self.admitted.acquire()
 
     def logits(self, context: list[int], shift: int) -> np.ndarray:
         digest = hashlib.blake2b(np.asarray(context, dtype=np.int32).tobytes(), digest_size=8).digest()
@@ -90,12 +100,14 @@ class FakeServer:
             return JSONResponse({"error": {"message": f"logprobs must be <= {c.max_logprobs}"}}, status_code=400)
         prompt = self.tokenize(body["prompt"])
         isolated = bool(body.get("cache_salt")) or body.get("cache_prompt") is False
+        await self._admit()
         self.in_flight += 1
         self.served += 1
         try:
             return JSONResponse(await self._generate(body, prompt, k, isolated))
         finally:
             self.in_flight -= 1
+            self.admitted.release()
 
     async def _generate(self, body: dict, prompt: list[int], k: int, isolated: bool) -> dict:
         c, p = self.config, self.config.perturb
@@ -146,8 +158,21 @@ class FakeServer:
                                                          "max_model_len": 4096}]})
 
 
+    async def slots(self, request: Request) -> JSONResponse:
+        return JSONResponse([{"id": i, "is_processing": i < self.in_flight} for i in range(self.config.max_running)])
+
+    async def metrics(self, request: Request) -> PlainTextResponse:
+        return PlainTextResponse("# TYPE vllm:num_requests_running gauge\n"
+                                 f'vllm:num_requests_running{{model_name="{self.config.model}"}} {self.in_flight}.0\n')
+
+
 def make_app(config: FakeConfig) -> Starlette:
     """The Starlette app of one fake server."""
     server = FakeServer(config)
-    return Starlette(routes=[Route("/v1/completions", server.completions, methods=["POST"]),
-                             Route("/v1/models", server.models, methods=["GET"])])
+    routes = [Route("/v1/completions", server.completions, methods=["POST"]),
+              Route("/v1/models", server.models, methods=["GET"])]
+    if config.reports == "slots":
+        routes.append(Route("/slots", server.slots, methods=["GET"]))
+    elif config.reports == "metrics":
+        routes.append(Route("/metrics", server.metrics, methods=["GET"]))
+    return Starlette(routes=routes)

@@ -60,8 +60,8 @@ def test_a_server_that_differs_serially_is_reported_so(fake_server):
 
 
 @pytest.mark.parametrize("lacks, scenario, note", [
-    ("logprobs", "prefill-decode", "no logprobs"), ("echo", "prefill-decode", "echo"),
-    ("seed", "seeded", "seeds refused"), ("cached_tokens", "prefix", None)])
+    ("logprobs", "prefill-decode", "no logprobs"), ("echo", "prefill-decode", "(HTTP 400: echo is not supported)"),
+    ("seed", "seeded", "seeds refused (HTTP 400: unknown field: seed)"), ("cached_tokens", "prefix", None)])
 def test_missing_features_leave_scenarios_not_exercised(fake_server, lacks, scenario, note):
     with fake_server(lacks={lacks}) as url:
         run = probe(url, scenarios=["repeat", scenario])

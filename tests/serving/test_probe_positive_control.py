@@ -33,3 +33,8 @@ def test_probe_of_bitcase_serve_passes_every_exercised_scenario(model_dir, tmp_p
     external = records[0]["deployment"]["fields"]
     assert external["kind"] == "external" and external["system_fingerprint"] == [deployment_digest]
     assert external["probe_features"]["echo"] and external["probe_features"]["seed"]
+    # the server's own running count is the second overlap witness, sampled during every group
+    assert {r["details"]["server_watch"] for r in records} == {"GET /metrics (bitcase_running)"}
+    grouped = [r["details"]["witness"]["server"] for r in records if "server" in r["details"]["witness"]]
+    assert len(grouped) == 12 and all(w["samples"] >= 1 for w in grouped)
+    assert any(w["batched"] for w in grouped)
