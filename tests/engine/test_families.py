@@ -159,3 +159,18 @@ def test_preset_checkpoints_carry_a_tokenizer_of_their_vocabulary(qwen3_tiny_dir
         assert tokenizer.vocab_size == read_model_spec(directory).vocab_size
         assert tokenizer.decode(tokenizer.encode("Hello, world")).endswith("Hello, world")
         assert len(load_file(directory / "model.safetensors")) == len(expected_shapes(read_model_spec(directory)))
+
+
+def test_model_make_lists_and_writes_the_family_presets(tmp_path):
+    from typer.testing import CliRunner
+
+    from assurance.cli.main import app
+
+    runner = CliRunner()
+    shown = " ".join(runner.invoke(app, ["model", "make", "--help"]).stdout.split())
+    assert all(name in shown for name in PRESETS), shown
+    made = runner.invoke(app, ["model", "make", str(tmp_path / "q"), "--preset", "qwen3-tiny"])
+    assert made.exit_code == 0, made.output
+    info = json.loads(runner.invoke(app, ["model", "info", str(tmp_path / "q"), "--json"]).stdout)
+    assert info["architecture"] == "Qwen3ForCausalLM" and info["has_qk_norm"] is True and info["head_dim"] == 32
+    assert made.stdout.strip().split("\t")[1] == info["weights_digest"]
