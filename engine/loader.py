@@ -165,7 +165,8 @@ def load_weights(model_dir: Path, spec: ModelSpec, *, dtype: torch.dtype, device
             o_proj=get(attn + "o_proj.weight"),
             o_bias=get(attn + "o_proj.bias") if spec.has_o_proj_bias else None,
             q_norm=get(attn + "q_norm.weight") if spec.has_qk_norm else None,
-            k_norm=get(attn + "k_norm.weight") if spec.has_qk_norm else None, post_norm=get(p + "post_attention_layernorm.weight"),
+            k_norm=get(attn + "k_norm.weight") if spec.has_qk_norm else None,
+            post_norm=get(p + "post_attention_layernorm.weight"),
             gate_up=torch.cat([get(p + "mlp.gate_proj.weight"), get(p + "mlp.up_proj.weight")]).contiguous(),
             down=get(p + "mlp.down_proj.weight")))
     embed = get("model.embed_tokens.weight")

@@ -1,7 +1,7 @@
 """The Llama-family forward pass (Llama, Qwen2, Qwen3, Mistral) over packed rows and a paged KV cache.
 
-Every arithmetic op is a kernel of the sealed plan (through kernels.ops only); the model itself only slices, views and
-gathers (exact operations). Rows of different requests are packed along the token dimension;
+Every arithmetic op is a kernel of the sealed plan, through kernels.ops only; the model itself only
+slices, views and gathers (exact operations). Rows of different requests are packed along the token dimension;
 the kernels' contracts make each row's result independent of the others.
 """
 

@@ -80,3 +80,12 @@ def test_decode_rows_equal_teacher_forced_prefill(request, family):
                            SamplingParams(max_tokens=1, ignore_eos=True))
         (forced,) = engine.run()
         assert torch.equal(forced.trace.entries[0].logits, ref.trace.entries[i].logits)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_check_mode_accepts_every_launch_of_the_family(request, family):
+    """Check mode counts the launches a forward owes: Qwen3's q/k norms and split RoPE included."""
+    directory = request.getfixturevalue(family)
+    (ref,) = singletons(directory, [GREEDY])
+    (out,) = LLM(directory, check_mode=True, **SMALL_ENGINE).generate([PROMPTS[0]], GREEDY)
+    assert_bitwise_equal([out], [ref])
