@@ -128,8 +128,8 @@ def _rope_scaling(config: dict[str, Any], path: Path) -> tuple[tuple[str, Any], 
     if kind == "default":
         return None
     values = {}
-    for name in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"):
-        values[name] = _field(scaling, name, float, path)
+    for key in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"):
+        values[key] = _field(scaling, key, float, path)
     if values["high_freq_factor"] <= values["low_freq_factor"]:
         raise ModelConfigError(f"{path}: {name} needs high_freq_factor > low_freq_factor, got {scaling}")
     values["rope_type"] = "llama3"
