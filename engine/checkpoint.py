@@ -2,7 +2,9 @@
 
 Tensor names, shapes and config.json follow the real Hugging Face layouts (``tiny`` as a
 LlamaForCausalLM, ``small`` as a Qwen2ForCausalLM with q/k/v biases, ``llama-1b`` as
-Llama-3.2-1B including its "llama3" ``rope_scaling``). Values come from one seeded CPU generator
+Llama-3.2-1B including its "llama3" ``rope_scaling``, ``qwen3-tiny``/``qwen3-0.6b`` as a
+Qwen3ForCausalLM with q/k norms, ``mistral-tiny``/``mistral-7b`` as a MistralForCausalLM with
+``sliding_window`` null, as Mistral-7B-v0.3). Values come from one seeded CPU generator
 in name order, so a (preset, seed, dtype) always writes the same bytes. Beside the weights goes a
 small real tokenizer (``engine.tokenizer_make``) whose vocabulary matches the preset's.
 """
@@ -21,12 +23,26 @@ from engine.model_config import read_model_spec
 from engine.tokenizer_make import write_tokenizer
 from kernels.shapes import ModelShape, preset
 
-__all__ = ["preset_config", "make_checkpoint", "DEFAULT_MAX_SHARD_BYTES"]
+__all__ = ["preset_config", "make_checkpoint", "DEFAULT_MAX_SHARD_BYTES", "PRESET_FAMILIES"]
 
 DEFAULT_MAX_SHARD_BYTES = 5 * 1024**3  # Hugging Face's default shard size
 _INIT_STD = 0.02  # initializer_range of the real configs
 _NORM_STD = 0.05  # norm weights are 1 + noise, so a wrong norm shows up in fidelity tests
 
+# preset -> model family (config.json's model_type); every preset of kernels.shapes has one
+PRESET_FAMILIES = {"tiny": "llama", "small": "qwen2", "llama-1b": "llama", "qwen3-tiny": "qwen3",
+                   "qwen3-0.6b": "qwen3", "mistral-tiny": "mistral", "mistral-7b": "mistral"}
+# Fields each family's real configs carry (Llama-3.2-1B, Qwen2.5, Qwen3-0.6B, Mistral-7B-v0.3).
+_FAMILY_FIELDS: dict[str, dict[str, Any]] = {
+    "llama": {"architectures": ["LlamaForCausalLM"], "attention_bias": False, "mlp_bias": False,
+              "pretraining_tp": 1},
+    "qwen2": {"architectures": ["Qwen2ForCausalLM"], "use_sliding_window": False},
+    "qwen3": {"architectures": ["Qwen3ForCausalLM"], "attention_bias": False, "sliding_window": None,
+              "use_sliding_window": False},
+    "mistral": {"architectures": ["MistralForCausalLM"], "sliding_window": None},
+}
+# Qwen3-0.6B's bos/eos are 151643/151645; the bundled tokenizer puts eos right after bos
+_QWEN3_0_6B_EXTRAS: dict[str, Any] = {"bos_token_id": 151643, "eos_token_id": 151644}
 _LLAMA_3_2_1B_EXTRAS: dict[str, Any] = {
     "bos_token_id": 128000, "eos_token_id": 128001,
     "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
@@ -50,15 +66,18 @@ def preset_config(name: str, *, dtype: str | None = None) -> dict[str, Any]:
         "torch_dtype": dtype, "transformers_version": "4.45.0", "use_cache": True,
         "vocab_size": shape.vocab_size,
     }
-    if shape.has_qkv_bias:
-        config.update({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
-                       "max_window_layers": shape.num_layers, "sliding_window": shape.max_position_embeddings,
-                       "use_sliding_window": False})
-    else:
-        config.update({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "attention_bias": False,
-                       "head_dim": shape.head_dim, "mlp_bias": False, "pretraining_tp": 1})
+    family = PRESET_FAMILIES[name]
+    config.update({"model_type": family, **_FAMILY_FIELDS[family]})
+    if family != "qwen2":  # Qwen2 configs leave head_dim to hidden_size / num_attention_heads
+        config["head_dim"] = shape.head_dim
+    if family in ("qwen2", "qwen3"):
+        config["max_window_layers"] = shape.num_layers
+    if family == "qwen2":
+        config["sliding_window"] = shape.max_position_embeddings
     if name == "llama-1b":
         config.update(_LLAMA_3_2_1B_EXTRAS)
+    if name == "qwen3-0.6b":
+        config.update(_QWEN3_0_6B_EXTRAS)
     return config
 
 

@@ -165,9 +165,10 @@ class InvariantChecker:
         if not plan.chunks:
             return
         layers, has_logits = eng.spec.num_layers, int(bool(plan.sampled))
-        expected = Counter({"embedding": 1, "rms_norm": 2 * layers + has_logits, "matmul": 4 * layers + has_logits,
-                            "rope": layers, "silu_mul": layers, "store_kv": layers, "paged_attention": layers,
-                            "attention_combine": layers})
+        qk_norm = int(eng.spec.has_qk_norm)  # Qwen3: q and k RMSNorm-ed per head, one launch each per layer
+        expected = Counter({"embedding": 1, "rms_norm": (2 + 2 * qk_norm) * layers + has_logits,
+                            "matmul": 4 * layers + has_logits, "rope": layers, "silu_mul": layers,
+                            "store_kv": layers, "paged_attention": layers, "attention_combine": layers})
         launched = Counter(r.kernel for r in launches)
         if launched != expected:
             raise KernelConfigViolation(f"launch counts {dict(launched)} differ from the model's {dict(expected)}")

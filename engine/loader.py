@@ -36,6 +36,9 @@ class LayerWeights:
     qkv: torch.Tensor  # [(Hq + 2 Hkv) D, H]
     qkv_bias: torch.Tensor | None  # [(Hq + 2 Hkv) D]
     o_proj: torch.Tensor  # [H, Hq D]
+    o_bias: torch.Tensor | None  # [H]
+    q_norm: torch.Tensor | None  # [D] (Qwen3)
+    k_norm: torch.Tensor | None  # [D] (Qwen3)
     post_norm: torch.Tensor  # [H]
     gate_up: torch.Tensor  # [2 I, H]
     down: torch.Tensor  # [H, I]
@@ -51,8 +54,8 @@ class ModelWeights:
 
 def expected_shapes(spec: ModelSpec) -> dict[str, tuple[int, ...]]:
     """Hugging Face tensor names and shapes of a checkpoint of ``spec``."""
-    h, q, kv, i = spec.hidden_size, spec.num_heads * spec.head_dim, spec.num_kv_heads * spec.head_dim, \
-        spec.intermediate_size
+    h, q, kv, i, d = spec.hidden_size, spec.num_heads * spec.head_dim, spec.num_kv_heads * spec.head_dim, \
+        spec.intermediate_size, spec.head_dim
     shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (spec.vocab_size, h),
                                           "model.norm.weight": (h,)}
     if not spec.tie_word_embeddings:
@@ -68,6 +71,10 @@ def expected_shapes(spec: ModelSpec) -> dict[str, tuple[int, ...]]:
         if spec.has_qkv_bias:
             shapes.update({p + "self_attn.q_proj.bias": (q,), p + "self_attn.k_proj.bias": (kv,),
                            p + "self_attn.v_proj.bias": (kv,)})
+        if spec.has_o_proj_bias:
+            shapes[p + "self_attn.o_proj.bias"] = (h,)
+        if spec.has_qk_norm:
+            shapes.update({p + "self_attn.q_norm.weight": (d,), p + "self_attn.k_norm.weight": (d,)})
     return shapes
 
 
@@ -155,7 +162,11 @@ def load_weights(model_dir: Path, spec: ModelSpec, *, dtype: torch.dtype, device
         layers.append(LayerWeights(
             input_norm=get(p + "input_layernorm.weight"),
             qkv=torch.cat([get(attn + f"{x}_proj.weight") for x in "qkv"]).contiguous(), qkv_bias=bias,
-            o_proj=get(attn + "o_proj.weight"), post_norm=get(p + "post_attention_layernorm.weight"),
+            o_proj=get(attn + "o_proj.weight"),
+            o_bias=get(attn + "o_proj.bias") if spec.has_o_proj_bias else None,
+            q_norm=get(attn + "q_norm.weight") if spec.has_qk_norm else None,
+            k_norm=get(attn + "k_norm.weight") if spec.has_qk_norm else None,
+            post_norm=get(p + "post_attention_layernorm.weight"),
             gate_up=torch.cat([get(p + "mlp.gate_proj.weight"), get(p + "mlp.up_proj.weight")]).contiguous(),
             down=get(p + "mlp.down_proj.weight")))
     embed = get("model.embed_tokens.weight")

@@ -1,7 +1,7 @@
-"""The Llama-family forward pass over packed rows and a paged KV cache, through kernels.ops only.
+"""The Llama-family forward pass (Llama, Qwen2, Qwen3, Mistral) over packed rows and a paged KV cache.
 
-Every arithmetic op is a kernel of the sealed plan; the model itself only slices, views and
-gathers (exact operations). Rows of different requests are packed along the token dimension;
+Every arithmetic op is a kernel of the sealed plan, through kernels.ops only; the model itself only
+slices, views and gathers (exact operations). Rows of different requests are packed along the token dimension;
 the kernels' contracts make each row's result independent of the others.
 """
 
@@ -61,6 +61,11 @@ class LlamaModel:
         self.kv_width = spec.num_kv_heads * spec.head_dim
         self.scale = spec.head_dim ** -0.5
 
+    def _head_norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """RMSNorm of every head of ``x`` [T, heads, D] -> new [T, heads, D] (the gather to rows is exact)."""
+        rows = x.reshape(-1, x.shape[-1])  # [T * heads, D]: a copy, as the heads are strided views of qkv
+        return ops.rms_norm(rows, weight, self.spec.rms_norm_eps)[0].view(x.shape)
+
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch, kv: KVCache) -> torch.Tensor:
         """Write this step's K/V into ``kv`` and return ``[S, V]`` float32 logits of the sample rows."""
@@ -75,11 +80,14 @@ class LlamaModel:
             q = qkv[:, :self.q_width].view(num_tokens, spec.num_heads, spec.head_dim)
             k = qkv[:, self.q_width:self.q_width + self.kv_width].view(num_tokens, spec.num_kv_heads, spec.head_dim)
             v = qkv[:, self.q_width + self.kv_width:].view(num_tokens, spec.num_kv_heads, spec.head_dim)
+            if lw.q_norm is not None:  # Qwen3: each head RMSNorm-ed over head_dim (one row per head) before RoPE
+                q = self._head_norm(q, lw.q_norm)
+                k = self._head_norm(k, lw.k_norm)  # type: ignore[arg-type]
             q, k = ops.rope(q, k, batch.positions, self.cos_sin)
             ops.store_kv(k, v, kv.k[layer], kv.v[layer], batch.slot_mapping)
             attn = ops.paged_attention(q, kv.k[layer], kv.v[layer], batch.block_table, batch.query_start_loc,
                                        batch.seq_lens, self.scale, seq_idx)  # [T, Hq, D]
-            hidden = ops.linear(attn.view(num_tokens, self.q_width), lw.o_proj)  # [T, H]
+            hidden = ops.linear(attn.view(num_tokens, self.q_width), lw.o_proj, lw.o_bias)  # [T, H]
             x, residual = ops.rms_norm(hidden, lw.post_norm, spec.rms_norm_eps, residual)
             hidden = ops.linear(ops.silu_mul(ops.linear(x, lw.gate_up)), lw.down)  # [T, H]
         # Only sampled rows need the final norm and the vocabulary projection (row-wise ops).

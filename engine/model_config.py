@@ -1,9 +1,11 @@
 """Reading a Hugging Face ``config.json`` of a Llama-family model into a validated :class:`ModelSpec`.
 
-Torch-free. Supported: ``LlamaForCausalLM`` (optionally Llama-3 ``rope_scaling``) and
-``Qwen2ForCausalLM`` (q/k/v biases). Anything the engine would silently compute differently
-(other activations, MLP or output-projection biases, sliding windows, other RoPE scalings) is a
-clear error naming the field.
+Torch-free. Supported, with the keys and defaults transformers uses: ``LlamaForCausalLM``
+(optionally Llama-3 ``rope_scaling``; ``attention_bias`` puts biases on q/k/v and o_proj),
+``Qwen2ForCausalLM`` (q/k/v biases), ``Qwen3ForCausalLM`` (per-head q/k RMSNorm, ``head_dim``
+defaulting to 128, ``attention_bias`` as Llama's) and ``MistralForCausalLM`` (Llama-shaped).
+Anything the engine would silently compute differently (other activations, MLP biases, sliding
+windows that a prompt could reach, other RoPE scalings) is a clear error naming the field.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from kernels.shapes import ModelShape
 
 __all__ = ["ModelSpec", "ModelConfigError", "read_model_spec", "SUPPORTED_ARCHITECTURES"]
 
-SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
+SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
+# transformers' defaults where a config leaves a field out
+_DEFAULT_HEAD_DIM = {"Qwen3ForCausalLM": 128}  # others: hidden_size // num_attention_heads
+_MISTRAL_DEFAULT_SLIDING_WINDOW = 4096
 _ROPE_SCALING_TYPES = ("default", "llama3")
 
 
@@ -44,6 +49,8 @@ class ModelSpec:
     rope_scaling: tuple[tuple[str, Any], ...] | None  # sorted items of a "llama3" rope_scaling
     max_position_embeddings: int
     has_qkv_bias: bool
+    has_o_proj_bias: bool
+    has_qk_norm: bool  # Qwen3: q and k RMSNorm-ed per head (weights of head_dim) before RoPE
     tie_word_embeddings: bool
     checkpoint_dtype: str  # config's torch_dtype
     eos_token_ids: tuple[int, ...]
@@ -55,6 +62,7 @@ class ModelSpec:
                           num_kv_heads=self.num_kv_heads, head_dim=self.head_dim,
                           intermediate_size=self.intermediate_size, vocab_size=self.vocab_size,
                           page_size=page_size, dtype=dtype, has_qkv_bias=self.has_qkv_bias,
+                          has_o_proj_bias=self.has_o_proj_bias, has_qk_norm=self.has_qk_norm,
                           tie_word_embeddings=self.tie_word_embeddings, rope_theta=self.rope_theta,
                           rms_norm_eps=self.rms_norm_eps, max_position_embeddings=self.max_position_embeddings)
 
@@ -99,25 +107,75 @@ def _field(config: dict[str, Any], name: str, kind: type, path: Path, default: A
     return value
 
 
+def _rope_fields(config: dict[str, Any], path: Path) -> tuple[dict[str, Any] | None, str]:
+    """(the RoPE scaling object or None, the field it came from): transformers 5 writes ``rope_parameters``
+    (with ``rope_theta`` inside), earlier versions ``rope_scaling`` (and ``rope_theta`` beside it)."""
+    name = "rope_parameters" if config.get("rope_parameters") is not None else "rope_scaling"
+    scaling = config.get(name)
+    if scaling is not None and not isinstance(scaling, dict):
+        raise ModelConfigError(f"{path}: {name} must be an object or null, got {scaling!r}")
+    return scaling, name
+
+
 def _rope_scaling(config: dict[str, Any], path: Path) -> tuple[tuple[str, Any], ...] | None:
-    scaling = config.get("rope_scaling")
+    scaling, name = _rope_fields(config, path)
     if scaling is None:
         return None
-    if not isinstance(scaling, dict):
-        raise ModelConfigError(f"{path}: rope_scaling must be an object or null, got {scaling!r}")
     kind = scaling.get("rope_type", scaling.get("type", "default"))
     if kind not in _ROPE_SCALING_TYPES:
-        raise ModelConfigError(f"{path}: rope_scaling type {kind!r} is not supported "
+        raise ModelConfigError(f"{path}: {name} type {kind!r} is not supported "
                                f"(supported: {', '.join(_ROPE_SCALING_TYPES)})")
     if kind == "default":
         return None
     values = {}
-    for name in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"):
-        values[name] = _field(scaling, name, float, path)
+    for key in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"):
+        values[key] = _field(scaling, key, float, path)
     if values["high_freq_factor"] <= values["low_freq_factor"]:
-        raise ModelConfigError(f"{path}: rope_scaling needs high_freq_factor > low_freq_factor, got {scaling}")
+        raise ModelConfigError(f"{path}: {name} needs high_freq_factor > low_freq_factor, got {scaling}")
     values["rope_type"] = "llama3"
     return tuple(sorted(values.items()))
+
+
+def _attention_biases(config: dict[str, Any], architecture: str, path: Path) -> tuple[bool, bool]:
+    """(q/k/v biases, o_proj bias) as transformers builds each architecture's attention."""
+    if architecture == "Qwen2ForCausalLM":
+        return True, False
+    if architecture == "MistralForCausalLM":  # transformers' Mistral has no attention_bias field
+        return False, False
+    bias = config.get("attention_bias", False)
+    if not isinstance(bias, bool):
+        raise ModelConfigError(f"{path}: field 'attention_bias' must be true or false, got {bias!r}")
+    return bias, bias
+
+
+def _refuse_sliding_windows(config: dict[str, Any], architecture: str, max_positions: int, path: Path) -> None:
+    """Sliding-window attention is not implemented: refuse every config whose window a prompt could reach."""
+    layer_types = config.get("layer_types")
+    if layer_types is not None:
+        other = sorted({t for t in layer_types if t != "full_attention"}) if isinstance(layer_types, list) else \
+            [layer_types]
+        if other:
+            raise ModelConfigError(f"{path}: layer_types has {', '.join(map(repr, other))}; only 'full_attention' "
+                                   "layers are supported (sliding-window attention is not implemented)")
+    if architecture in ("Qwen2ForCausalLM", "Qwen3ForCausalLM"):
+        if config.get("use_sliding_window"):  # sliding_window is ignored unless this is set
+            raise ModelConfigError(f"{path}: use_sliding_window=true is not supported "
+                                   "(sliding-window attention is not implemented)")
+        return
+    if architecture != "MistralForCausalLM":
+        return
+    # transformers' MistralConfig defaults an absent sliding_window to 4096; null means full attention
+    window = config["sliding_window"] if "sliding_window" in config else _MISTRAL_DEFAULT_SLIDING_WINDOW
+    if window is None:
+        return
+    if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
+        raise ModelConfigError(f"{path}: field 'sliding_window' must be a positive integer or null, got {window!r}")
+    if window < max_positions:  # a window at least as long as any position is full causal attention
+        where = "sliding_window" if "sliding_window" in config else \
+            f"sliding_window (absent: transformers' default {_MISTRAL_DEFAULT_SLIDING_WINDOW})"
+        raise ModelConfigError(f"{path}: {where} {window} is below max_position_embeddings {max_positions}; "
+                               "sliding-window attention is not implemented (set sliding_window to null "
+                               "for full attention, as Mistral-7B v0.2 and v0.3 do)")
 
 
 def read_model_spec(model_dir: Path) -> ModelSpec:
@@ -145,20 +203,19 @@ def read_model_spec(model_dir: Path) -> ModelSpec:
         raise ModelConfigError(f"{path}: architecture {architectures!r} is not supported "
                                f"(supported: {', '.join(SUPPORTED_ARCHITECTURES)})")
     architecture = architectures[0]
-    is_qwen2 = architecture == "Qwen2ForCausalLM"
     if config.get("hidden_act", "silu") != "silu":
         raise ModelConfigError(f"{path}: hidden_act {config['hidden_act']!r} is not supported (only 'silu')")
     if config.get("mlp_bias"):
         raise ModelConfigError(f"{path}: mlp_bias=true is not supported")
-    if not is_qwen2 and config.get("attention_bias"):
-        raise ModelConfigError(f"{path}: attention_bias=true (biases on q/k/v and o_proj) is not supported")
-    if is_qwen2 and config.get("use_sliding_window"):
-        raise ModelConfigError(f"{path}: use_sliding_window=true is not supported")
+    has_qkv_bias, has_o_proj_bias = _attention_biases(config, architecture, path)
     hidden = _field(config, "hidden_size", int, path)
     num_heads = _field(config, "num_attention_heads", int, path)
     num_kv_heads = _field(config, "num_key_value_heads", int, path, default=num_heads)
-    head_dim = _field(config, "head_dim", int, path, default=hidden // num_heads)
-    dtype = config.get("torch_dtype", "float32")
+    head_dim = _field(config, "head_dim", int, path, default=_DEFAULT_HEAD_DIM.get(architecture, hidden // num_heads))
+    max_positions = _field(config, "max_position_embeddings", int, path)
+    _refuse_sliding_windows(config, architecture, max_positions, path)
+    rope_parameters = config.get("rope_parameters") if isinstance(config.get("rope_parameters"), dict) else {}
+    dtype = config.get("torch_dtype", config.get("dtype", "float32"))  # transformers 5 writes "dtype"
     eos = config.get("eos_token_id")
     eos_ids = () if eos is None else tuple(eos) if isinstance(eos, list) else (eos,)
     if any(not isinstance(t, int) or t < 0 for t in eos_ids):
@@ -170,10 +227,11 @@ def read_model_spec(model_dir: Path) -> ModelSpec:
         intermediate_size=_field(config, "intermediate_size", int, path),
         vocab_size=_field(config, "vocab_size", int, path),
         rms_norm_eps=_field(config, "rms_norm_eps", float, path, default=1e-6),
-        rope_theta=_field(config, "rope_theta", float, path, default=10000.0),
+        rope_theta=_field({**config, **rope_parameters}, "rope_theta", float, path, default=10000.0),
         rope_scaling=_rope_scaling(config, path),
-        max_position_embeddings=_field(config, "max_position_embeddings", int, path),
-        has_qkv_bias=is_qwen2, tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+        max_position_embeddings=max_positions, has_qkv_bias=has_qkv_bias, has_o_proj_bias=has_o_proj_bias,
+        has_qk_norm=architecture == "Qwen3ForCausalLM",
+        tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
         checkpoint_dtype=str(dtype), eos_token_ids=eos_ids, config_digest=digest_of(config))
     if num_heads % num_kv_heads:
         raise ModelConfigError(f"{path}: num_attention_heads {num_heads} is not a multiple of "

@@ -1,8 +1,10 @@
-"""An independent float64 reference of the Llama/Qwen2 forward pass, for fidelity evidence.
+"""An independent float64 reference of the Llama/Qwen2/Qwen3/Mistral forward pass, for fidelity evidence.
 
 Plain torch on the CPU, no kernels/, no paging, no engine code: it reads config.json and the
-safetensors itself and recomputes every position from scratch with full causal attention. It is
-the semantic yardstick (closeness within a tolerance), never a determinism witness.
+safetensors itself and recomputes every position from scratch with full causal attention, as
+transformers' classes do: biases wherever the checkpoint stores them, Qwen3's per-head q/k
+RMSNorm before RoPE. It is the semantic yardstick (closeness within a tolerance), never a
+determinism witness. Configs whose attention is not full causal (sliding windows) are refused.
 """
 
 from __future__ import annotations
@@ -31,11 +33,20 @@ class ReferenceModel:
         for f in files:
             self.w.update({k: v.to(torch.float64) for k, v in load_file(str(f)).items()})
         c = self.config
+        self.architecture = c["architectures"][0]
+        # transformers: Mistral's absent sliding_window is 4096; Qwen's counts only with use_sliding_window
+        window = c.get("sliding_window", 4096) if self.architecture == "MistralForCausalLM" else \
+            c.get("sliding_window") if c.get("use_sliding_window") else None
+        if window is not None and window < c["max_position_embeddings"]:
+            raise ValueError(f"reference: sliding_window {window} (full causal attention only)")
+        rope = c.get("rope_parameters") or {}  # transformers 5 keeps rope_theta and the scaling here
         self.num_heads = c["num_attention_heads"]
         self.num_kv_heads = c.get("num_key_value_heads", self.num_heads)
-        self.head_dim = c.get("head_dim", c["hidden_size"] // self.num_heads)
+        default_head_dim = 128 if self.architecture == "Qwen3ForCausalLM" else c["hidden_size"] // self.num_heads
+        self.head_dim = c.get("head_dim") or default_head_dim
         self.eps = c.get("rms_norm_eps", 1e-6)
-        self.inv_freq = self._inv_freq(c.get("rope_theta", 10000.0), c.get("rope_scaling"))
+        self.inv_freq = self._inv_freq(rope.get("rope_theta", c.get("rope_theta", 10000.0)),
+                                       rope or c.get("rope_scaling"))
         if c.get("tie_word_embeddings", False):
             self.w["lm_head.weight"] = self.w["model.embed_tokens.weight"]
 
@@ -83,8 +94,12 @@ class ReferenceModel:
         for layer in range(self.config["num_hidden_layers"]):
             p = f"model.layers.{layer}."
             x = self._norm(h, self.w[p + "input_layernorm.weight"])
-            q = self._rope(self._linear(x, p + "self_attn.q_proj").view(n, hq, d), positions)
-            k = self._rope(self._linear(x, p + "self_attn.k_proj").view(n, hkv, d), positions)
+            q = self._linear(x, p + "self_attn.q_proj").view(n, hq, d)
+            k = self._linear(x, p + "self_attn.k_proj").view(n, hkv, d)
+            if self.architecture == "Qwen3ForCausalLM":  # per head, over head_dim, before RoPE
+                q = self._norm(q, self.w[p + "self_attn.q_norm.weight"])
+                k = self._norm(k, self.w[p + "self_attn.k_norm.weight"])
+            q, k = self._rope(q, positions), self._rope(k, positions)
             v = self._linear(x, p + "self_attn.v_proj").view(n, hkv, d)
             k = k.repeat_interleave(hq // hkv, dim=1)
             v = v.repeat_interleave(hq // hkv, dim=1)

@@ -182,7 +182,7 @@ def _configs_for(shape: ModelShape) -> list[tuple[LaunchConfig, str]]:
     bias = s.has_qkv_bias
     weights = [  # (role, N, K, has_bias): fused and separate projections, so either engine layout fits
         ("qkv_proj", q_width + 2 * kv_width, s.hidden_size, bias), ("q_proj", q_width, s.hidden_size, bias),
-        ("kv_proj", kv_width, s.hidden_size, bias), ("o_proj", s.hidden_size, q_width, False),
+        ("kv_proj", kv_width, s.hidden_size, bias), ("o_proj", s.hidden_size, q_width, s.has_o_proj_bias),
         ("gate_up_proj", 2 * s.intermediate_size, s.hidden_size, False),
         ("gate_or_up_proj", s.intermediate_size, s.hidden_size, False),
         ("down_proj", s.hidden_size, s.intermediate_size, False),
@@ -191,6 +191,9 @@ def _configs_for(shape: ModelShape) -> list[tuple[LaunchConfig, str]]:
     for has_residual, role in ((False, "rms_norm"), (True, "rms_norm_residual")):
         configs.append((rms_norm_config(hidden_size=s.hidden_size, eps=s.rms_norm_eps,
                                         has_residual=has_residual, dtype=dt), role))
+    if s.has_qk_norm:  # q and k heads normalised as [T * heads, head_dim] rows
+        configs.append((rms_norm_config(hidden_size=s.head_dim, eps=s.rms_norm_eps, has_residual=False,
+                                        dtype=dt), "qk_norm"))
     for role, n, k, has_bias in weights:
         configs.append((matmul_config(n=n, k=k, dtype=dt, has_bias=has_bias, out_dtype=dt), role))
     configs.append((matmul_config(n=s.vocab_size, k=s.hidden_size, dtype=dt, has_bias=False,

@@ -12,7 +12,7 @@ __all__ = ["ModelShape", "PRESETS", "preset"]
 
 @dataclass(frozen=True, slots=True)
 class ModelShape:
-    """Shape of a Llama-family decoder; everything a launch configuration may depend on."""
+    """Shape of a Llama-family decoder (Llama, Qwen2, Qwen3, Mistral): all a launch configuration may use."""
 
     hidden_size: int
     num_layers: int
@@ -24,6 +24,8 @@ class ModelShape:
     page_size: int = 16
     dtype: str = "float32"  # "float32" or "bfloat16"
     has_qkv_bias: bool = False
+    has_o_proj_bias: bool = False
+    has_qk_norm: bool = False  # per-head RMSNorm of q and k before RoPE (Qwen3): rms_norm rows of head_dim
     tie_word_embeddings: bool = False
     rope_theta: float = 10000.0
     rms_norm_eps: float = 1e-5
@@ -53,6 +55,21 @@ PRESETS: dict[str, ModelShape] = {
                            intermediate_size=8192, vocab_size=128256, page_size=16, dtype="bfloat16",
                            tie_word_embeddings=True, rope_theta=500000.0,
                            max_position_embeddings=131072),
+    # Qwen3 (per-head q/k RMSNorm) and Mistral for CPU tests: head_dim 32 != hidden / heads, as
+    # Qwen3 configs allow; Mistral's 4:1 grouped KV heads and RoPE base as in Mistral-7B.
+    "qwen3-tiny": ModelShape(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=32,
+                             intermediate_size=128, vocab_size=256, page_size=16, has_qk_norm=True,
+                             tie_word_embeddings=True, rope_theta=1000000.0, rms_norm_eps=1e-6),
+    "mistral-tiny": ModelShape(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=1, head_dim=16,
+                               intermediate_size=224, vocab_size=256, page_size=16, rope_theta=1000000.0),
+    # Qwen3-0.6B and Mistral-7B-v0.3 shapes (weights random-initialised; none are downloaded).
+    "qwen3-0.6b": ModelShape(hidden_size=1024, num_layers=28, num_heads=16, num_kv_heads=8, head_dim=128,
+                             intermediate_size=3072, vocab_size=151936, page_size=16, dtype="bfloat16",
+                             has_qk_norm=True, tie_word_embeddings=True, rope_theta=1000000.0,
+                             rms_norm_eps=1e-6, max_position_embeddings=40960),
+    "mistral-7b": ModelShape(hidden_size=4096, num_layers=32, num_heads=32, num_kv_heads=8, head_dim=128,
+                             intermediate_size=14336, vocab_size=32768, page_size=16, dtype="bfloat16",
+                             rope_theta=1000000.0, max_position_embeddings=32768),
 }
 
 

@@ -19,7 +19,9 @@ ModelDir = Annotated[Path, typer.Argument(metavar="DIR", help="Checkpoint direct
 @model_app.command("make")
 def make(
     out_dir: ModelDir,
-    preset: Annotated[Literal[PRESETS], typer.Option("--preset", help="Shape (small is Qwen2-style).")] = "tiny",
+    preset: Annotated[Literal[PRESETS], typer.Option("--preset", help=(
+        "Shape: tiny (Llama), small (Qwen2), llama-1b (Llama-3.2-1B), qwen3-tiny, qwen3-0.6b (Qwen3-0.6B), "
+        "mistral-tiny or mistral-7b (Mistral-7B-v0.3)."))] = "tiny",
     seed: Annotated[int, typer.Option("--seed", metavar="N", min=0, help="Seed of the random weights.")] = 0,
     dtype: Annotated[Optional[Literal[DTYPES]], typer.Option("--dtype", help="Weights dtype (default: the preset's).")] = None,
     max_shard_mb: Annotated[Optional[int], typer.Option(
@@ -99,6 +101,7 @@ def info(model_dir: ModelDir, json_out: JsonOption = False) -> None:
             "num_layers": spec.num_layers, "num_heads": spec.num_heads, "num_kv_heads": spec.num_kv_heads,
             "head_dim": spec.head_dim, "intermediate_size": spec.intermediate_size,
             "vocab_size": spec.vocab_size, "has_qkv_bias": spec.has_qkv_bias,
+            "has_o_proj_bias": spec.has_o_proj_bias, "has_qk_norm": spec.has_qk_norm,
             "tie_word_embeddings": spec.tie_word_embeddings, "rope_theta": spec.rope_theta,
             "rope_scaling": spec.rope_scaling_dict, "max_position_embeddings": spec.max_position_embeddings,
             "checkpoint_dtype": spec.checkpoint_dtype, "eos_token_ids": list(spec.eos_token_ids),

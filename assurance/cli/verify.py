@@ -13,8 +13,8 @@ from assurance.cli._common import EXIT_FINDINGS, BitcaseError, JsonOption, err_c
 from assurance.cli._signing import SignKeyOption, load_signing_key
 
 PlanOption = Annotated[str | None, typer.Option(
-    "--plan", metavar="PRESET", help="Sealed plan preset to verify: tiny, small or llama-1b (default: D's plan, "
-                                     "else tiny).")]
+    "--plan", metavar="PRESET", help="Sealed plan preset to verify, as `bitcase model make --preset` names them "
+                                     "(default: D's plan, else tiny).")]
 DeploymentOption = Annotated[Path | None, typer.Option(
     "--deployment", metavar="FILE", help="JSON file of the deployment configuration D ({\"fields\": {...}} or the fields "
                          "themselves); its kernel_plan entries are verified and the records name it.",
@@ -83,7 +83,7 @@ def _plan_targets(plan_name: str | None, deployment, keys: list[str] | None):
         try:
             plan = preset_plan(name)
         except ValueError as exc:
-            raise BitcaseError(str(exc), hint="use --plan tiny, small or llama-1b") from None
+            raise BitcaseError(str(exc), hint="use a preset that `bitcase model make --help` lists") from None
         targets = targets_from_plan(plan)
         if deployment is None:
             deployment = minimal_deployment(plan.name, plan.digest)

@@ -1,5 +1,6 @@
-"""One full ci-scale run of every suite on the real engine (tiny model, CPU): exact counts, all pass,
-the negative control detects the non-invariant engine, fidelity within tolerance, runtime checks pass."""
+"""One full ci-scale run of every suite on the real engine (CPU), for the tiny preset of each model family
+(Llama, Qwen3, Mistral): exact counts, all pass, the negative control detects the non-invariant engine,
+fidelity within tolerance, runtime checks pass."""
 
 import time
 from collections import Counter
@@ -12,10 +13,15 @@ from evidence_db.validate import validate_evidence
 
 
 @pytest.mark.slow
-def test_every_suite_at_ci_scale(tiny_model_dir):
+@pytest.mark.parametrize("preset", ["tiny", "qwen3-tiny", "mistral-tiny"])
+def test_every_suite_at_ci_scale(request, tmp_path_factory, preset):
+    from engine.checkpoint import make_checkpoint
+
+    model_dir = request.getfixturevalue("tiny_model_dir") if preset == "tiny" else \
+        make_checkpoint(preset, tmp_path_factory.mktemp(preset), seed=0)
     events = []
     start = time.perf_counter()
-    records = run_suites(tiny_model_dir, "all", scale="ci", device="cpu", progress=events.append, command=["test"])
+    records = run_suites(model_dir, "all", scale="ci", device="cpu", progress=events.append, command=["test"])
     seconds = time.perf_counter() - start
     for r in records:
         validate_evidence(r.to_json_dict())
@@ -35,4 +41,4 @@ def test_every_suite_at_ci_scale(tiny_model_dir):
     assert {r.obligation for r in records if r.category == "runtime_config_check"} == {
         "runtime.plan", "runtime.no_autotune", "runtime.deployment"}
     assert [e.kind for e in events].count("unit") == 34
-    print(f"ci scale, every suite: {seconds:.0f} s")  # docs/performance.md records the measured figure
+    print(f"ci scale, every suite, {preset}: {seconds:.0f} s")  # docs/performance.md records the measured figure

@@ -59,3 +59,15 @@ def tiny_tied_dir(tmp_path_factory) -> Path:
     del tensors["lm_head.weight"]
     save_file(tensors, directory / "model.safetensors")
     return directory
+
+
+@pytest.fixture(scope="session")
+def qwen3_tiny_dir(tmp_path_factory) -> Path:
+    """Qwen3-style tiny preset (per-head q/k norms, head_dim 32 != hidden / heads, tied), float32."""
+    return make_checkpoint("qwen3-tiny", tmp_path_factory.mktemp("qwen3_tiny"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def mistral_tiny_dir(tmp_path_factory) -> Path:
+    """Mistral-style tiny preset (sliding_window null, 4:1 grouped KV heads), float32."""
+    return make_checkpoint("mistral-tiny", tmp_path_factory.mktemp("mistral_tiny"), seed=0)

@@ -81,7 +81,7 @@ def test_an_unexpected_tensor_is_named(tmp_path, tiny_dir):
     ({"architectures": ["MixtralForCausalLM"]}, "architecture.*MixtralForCausalLM.*not supported"),
     ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "rope_scaling type 'yarn'"),
     ({"hidden_act": "gelu"}, "hidden_act"),
-    ({"attention_bias": True}, "attention_bias"),
+    ({"attention_bias": "yes"}, "'attention_bias' must be true or false"),
     ({"num_key_value_heads": 3}, "not a multiple"),
     ({"hidden_size": "64"}, "hidden_size"),
 ])
