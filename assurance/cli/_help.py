@@ -6,6 +6,9 @@ required argument in the usage line. :func:`humanise` fixes that on the built co
 once, so every command module declares only its metavars: a flag shows no type at all, a
 choice its values (``[json|sarif]``), an argument its metavar, and the usage line reads ``FILE`` (required) or ``[FILE]``.
 ``tests/cli/test_help_metavars.py`` fails on any parameter left with a Python type.
+
+It also joins the source line breaks of each command's docstring paragraphs, which Typer keeps: a
+docstring wrapped at the source's width would otherwise break mid-sentence at every terminal width.
 """
 
 from __future__ import annotations
@@ -14,7 +17,28 @@ from typing import Any
 
 from typer.core import TyperArgument, TyperOption
 
-__all__ = ["humanise"]
+__all__ = ["humanise", "unwrap"]
+
+_LIST_MARKERS = ("-", "*", "•", "|")
+
+
+def _is_prose(line: str) -> bool:
+    return bool(line) and not line[0].isspace() and not line.startswith(_LIST_MARKERS) and \
+        not (line.split(" ", 1)[0].rstrip(".)").isdigit() and line.split(" ", 1)[0][-1:] in ".)")
+
+
+def unwrap(text: str | None) -> str | None:
+    """``text`` with each paragraph's prose lines joined into one line; blank lines, list items and
+    indented lines kept as they are."""
+    if not text:
+        return text
+    out: list[str] = []
+    for line in text.splitlines():
+        if out and _is_prose(out[-1]) and _is_prose(line):
+            out[-1] += " " + line
+        else:
+            out.append(line)
+    return "\n".join(out)
 
 
 class _HumanArgument(TyperArgument):
@@ -52,5 +76,6 @@ def humanise(command: Any, help_option_names: list[str]) -> None:
             param.__class__ = _HumanArgument
         elif type(param) is TyperOption:
             param.__class__ = _HumanOption
+    command.help = unwrap(command.help)
     for sub in (getattr(command, "commands", None) or {}).values():
         humanise(sub, help_option_names)

@@ -175,7 +175,8 @@ def test_model_make_lists_and_writes_the_family_presets(tmp_path):
     from assurance.cli.main import app
 
     runner = CliRunner()
-    shown = " ".join(runner.invoke(app, ["model", "make", "--help"]).stdout.split())
+    # wide enough that rich does not cut the choices; the width itself is tests/test_terminal_width.py's
+    shown = " ".join(runner.invoke(app, ["model", "make", "--help"], env={"COLUMNS": "300"}).stdout.split())
     assert all(name in shown for name in PRESETS), shown
     made = runner.invoke(app, ["model", "make", str(tmp_path / "q"), "--preset", "qwen3-tiny"])
     assert made.exit_code == 0, made.output
