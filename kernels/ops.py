@@ -17,6 +17,8 @@ from kernels.attention_combine import launch_attention_combine
 from kernels.embedding import launch_embedding
 from kernels.launch import metadata_checks_enabled, require
 from kernels.matmul import launch_matmul
+from kernels.matmul_combine import launch_matmul_combine
+from kernels.matmul_split import launch_matmul_split, split_partials
 from kernels.rmsnorm import launch_rms_norm
 from kernels.rope import launch_rope
 from kernels.silu_mul import launch_silu_mul
@@ -70,16 +72,24 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
            out_dtype: torch.dtype | None = None) -> torch.Tensor:
-    """``x`` [T, K] @ ``weight`` [N, K]^T (+ ``bias`` [N]) -> [T, N] in ``out_dtype`` (default x.dtype)."""
+    """``x`` [T, K] @ ``weight`` [N, K]^T (+ ``bias`` [N]) -> [T, N] in ``out_dtype`` (default x.dtype).
+
+    One launch, or for weights with a fixed split-K (kernels/configs.py ``matmul_splits``) two:
+    fp32 partials of the K ranges, then their fold in ascending split order with the bias.
+    """
     out_dtype = x.dtype if out_dtype is None else out_dtype
-    entry = require(configs.matmul_config(n=weight.shape[0], k=weight.shape[-1], dtype=dtype_name(weight.dtype),
-                                          has_bias=bias is not None, out_dtype=dtype_name(out_dtype)))
+    planned = configs.linear_configs(n=weight.shape[0], k=weight.shape[-1], dtype=dtype_name(weight.dtype),
+                                     has_bias=bias is not None, out_dtype=dtype_name(out_dtype))
+    entries = [require(c) for c in planned]
     out = torch.empty(x.shape[0], weight.shape[0], dtype=out_dtype, device=x.device)
-    tensors = (x, weight) if bias is None else (x, weight, bias)
-    if _on_cuda(*tensors):
-        launch_matmul(x, weight, bias, out, entry)
-    else:
-        cpu_ops.matmul(x, weight, bias, out, entry)
+    on_cuda = _on_cuda(x, weight) if bias is None else _on_cuda(x, weight, bias)
+    if len(entries) == 1:
+        (launch_matmul if on_cuda else cpu_ops.matmul)(x, weight, bias, out, entries[0])
+        return out
+    split, combine = entries
+    partial = split_partials(x, split)  # [SPLITS, T, N] fp32
+    (launch_matmul_split if on_cuda else cpu_ops.matmul_split)(x, weight, partial, split)
+    (launch_matmul_combine if on_cuda else cpu_ops.matmul_combine)(partial, bias, out, combine)
     return out
 
 

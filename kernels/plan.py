@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from evidence_db.canonical import digest_of, file_digest
-from kernels.configs import (LaunchConfig, attention_combine_config, embedding_config, matmul_config,
+from kernels.configs import (LaunchConfig, attention_combine_config, embedding_config, linear_configs,
                              paged_attention_config, rms_norm_config, rope_config, silu_mul_config, store_kv_config)
 from kernels.shapes import PRESETS, ModelShape, preset
 
@@ -31,6 +31,8 @@ KERNEL_SOURCES: dict[str, tuple[str, str, str]] = {
     "embedding": ("kernels.embedding", "embedding_kernel", "kernels.cpu_ops.embedding"),
     "rms_norm": ("kernels.rmsnorm", "rms_norm_kernel", "kernels.cpu_ops.rms_norm"),
     "matmul": ("kernels.matmul", "matmul_kernel", "kernels.cpu_ops.matmul"),
+    "matmul_split": ("kernels.matmul_split", "matmul_split_kernel", "kernels.cpu_ops.matmul_split"),
+    "matmul_combine": ("kernels.matmul_combine", "matmul_combine_kernel", "kernels.cpu_ops.matmul_combine"),
     "rope": ("kernels.rope", "rope_kernel", "kernels.cpu_ops.rope"),
     "silu_mul": ("kernels.silu_mul", "silu_mul_kernel", "kernels.cpu_ops.silu_mul"),
     "store_kv": ("kernels.store_kv", "store_kv_kernel", "kernels.cpu_ops.store_kv"),
@@ -175,10 +177,10 @@ def _configs_for(shape: ModelShape) -> list[tuple[LaunchConfig, str]]:
     for has_residual, role in ((False, "rms_norm"), (True, "rms_norm_residual")):
         configs.append((rms_norm_config(hidden_size=s.hidden_size, eps=s.rms_norm_eps,
                                         has_residual=has_residual, dtype=dt), role))
-    for role, n, k, has_bias in weights:
-        configs.append((matmul_config(n=n, k=k, dtype=dt, has_bias=has_bias, out_dtype=dt), role))
-    configs.append((matmul_config(n=s.vocab_size, k=s.hidden_size, dtype=dt, has_bias=False,
-                                  out_dtype="float32"), "lm_head"))
+    weights.append(("lm_head", s.vocab_size, s.hidden_size, False))
+    for role, n, k, has_bias in weights:  # one launch, or a fixed split-K pair (kernels/configs.py)
+        out_dtype = "float32" if role == "lm_head" else dt
+        configs.extend((c, role) for c in linear_configs(n=n, k=k, dtype=dt, has_bias=has_bias, out_dtype=out_dtype))
     configs.append((rope_config(head_dim=s.head_dim, dtype=dt), "rope"))
     configs.append((silu_mul_config(intermediate_size=s.intermediate_size, dtype=dt), "silu_mul"))
     configs.append((store_kv_config(num_kv_heads=s.num_kv_heads, head_dim=s.head_dim,
