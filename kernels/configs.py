@@ -51,9 +51,11 @@ DEEP_K = 8192
 # weights too narrow for MIN_COLUMN_PROGRAMS column tiles (llama-1b's qkv, o and down) get 4
 # splits, so a decode launch runs 4x the programs, each streaming a quarter of the weight; wide
 # weights (gate_up, lm_head) already fill the GPU and keep one. float32 plans serve the CPU path
-# and the tests: 2 splits wherever N <= K, so the tiny preset's down projection exercises the
-# split path. A split needs K to be a multiple of SPLITS * BLOCK_K (else the weight keeps one).
-SPLIT_K = {"bfloat16": 4, "float32": 2}
+# and the tests: 4 splits wherever N <= K, with 16-deep K steps, so the tiny preset's o and down
+# projections run the split path with 1 and 2 steps per split (a wrong fold order changes bits).
+# A split needs K to be a multiple of SPLITS * BLOCK_K (else the weight keeps one launch).
+SPLIT_K = {"bfloat16": 4, "float32": 4}
+SPLIT_BLOCK_K_FP32 = 16
 # Output columns per program of the split combine (one row per program).
 COMBINE_COLUMNS = 1024
 # Paged attention tile: query tokens per block (times the head group, the tile rows; >= 16 for
@@ -184,6 +186,12 @@ def _check_matmul_shape(n: int, k: int, dtype: str, out_dtype: str) -> None:
     _check_dtype(out_dtype)
 
 
+def _split_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int]:
+    """The tiles of a split-K matmul: :func:`_matmul_tiles`, with 16-deep K steps in float32."""
+    block_m, block_n, block_k, warps, stages = _matmul_tiles(n, k, dtype)
+    return block_m, block_n, SPLIT_BLOCK_K_FP32 if dtype == "float32" else block_k, warps, stages
+
+
 @lru_cache(maxsize=None)
 def matmul_splits(*, n: int, k: int, dtype: str) -> int:
     """The number of fixed K ranges of an ``[N, K]`` weight's matmul (1: no split), from (N, K, dtype) only.
@@ -192,7 +200,7 @@ def matmul_splits(*, n: int, k: int, dtype: str) -> int:
     """
     _check_positive(n=n, k=k)
     _check_dtype(dtype)
-    _, block_n, block_k, _, _ = _matmul_tiles(n, k, dtype)
+    _, block_n, block_k, _, _ = _split_tiles(n, k, dtype)
     splits = SPLIT_K[dtype]
     narrow = n <= k if dtype == "float32" else -(-n // block_n) < MIN_COLUMN_PROGRAMS
     return splits if narrow and k % (splits * block_k) == 0 else 1
@@ -226,14 +234,15 @@ def matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str)
 def matmul_split_config(*, n: int, k: int, dtype: str) -> LaunchConfig:
     """First half of a split-K matmul: fp32 partial products of SPLITS fixed K ranges of K / SPLITS.
 
-    The tiles are :func:`matmul_config`'s for the same (N, K, dtype); split s covers K columns
+    The tiles are :func:`matmul_config`'s for the same (N, K, dtype) (16-deep K steps in
+    float32, see SPLIT_K); split s covers K columns
     [s * K / SPLITS, (s + 1) * K / SPLITS) in ascending BLOCK_K steps from zero.
     """
     _check_matmul_shape(n, k, dtype, dtype)
     splits = matmul_splits(n=n, k=k, dtype=dtype)
     if splits == 1:
         raise ValueError(f"an [{n}, {k}] {dtype} weight is not split (matmul_splits is 1); use matmul_config")
-    block_m, block_n, block_k, warps, stages = _matmul_tiles(n, k, dtype)
+    block_m, block_n, block_k, warps, stages = _split_tiles(n, k, dtype)
     return _make("matmul_split", f"n{n}_k{k}_s{splits}",
                  {"N": n, "K": k, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "SPLITS": splits},
                  warps, stages, {"n": n, "k": k, "dtype": dtype})

@@ -16,7 +16,7 @@ from kernels.shapes import ModelShape
 from tests.kernels.invariance import fill_rows
 from tests.kernels.reference import rope_table
 
-ROWWISE_OPS = ("linear", "linear_bias", "logits", "rms_norm", "rms_norm_residual", "rope", "silu_mul", "embedding")
+ROWWISE_OPS = ("linear", "linear_bias", "linear_down", "logits", "rms_norm", "rms_norm_residual", "rope", "silu_mul", "embedding")
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,11 @@ def scenario(op: str, shape: ModelShape, dtype: torch.dtype, seed: int, *, num_s
         bias = _weights(gen, dtype, n, device=device) if op == "linear_bias" else None
         make = rows(hidden)
         return Scenario(lambda x: ops.linear(padded(x, pad), weight, bias), (make("random", num_selected, gen),),
+                        single(make), shape)
+    if op == "linear_down":  # the down projection: a fixed split-K pair in the tiny and llama-1b plans
+        weight = _weights(gen, dtype, hidden, shape.intermediate_size, device=device)
+        make = rows(shape.intermediate_size)
+        return Scenario(lambda x: ops.linear(padded(x, pad), weight), (make("random", num_selected, gen),),
                         single(make), shape)
     if op == "logits":
         weight = _weights(gen, dtype, shape.vocab_size, hidden, device=device)
