@@ -120,6 +120,22 @@ def test_a_missing_launch_breaks_kernel_configuration(tiny_dir, monkeypatch):
         engine.step()
 
 
+def test_a_split_k_partial_without_its_combine_breaks_kernel_configuration(tiny_dir, monkeypatch):
+    engine = checked_engine(tiny_dir)
+    real_collect = engine.runner.collect
+
+    def collect_dropping_combines(launched):
+        logits = real_collect(launched)
+        assert any(r.kernel == "matmul_combine" for r in engine.runner.last_launches)  # tiny's o and down split
+        engine.runner.last_launches[:] = [r for r in engine.runner.last_launches if r.kernel != "matmul_combine"]
+        return logits
+
+    monkeypatch.setattr(engine.runner, "collect", collect_dropping_combines)
+    engine.add_request([1, 2, 3], PARAMS)
+    with pytest.raises(KernelConfigViolation, match="split-K partial launches without as many combines"):
+        engine.step()
+
+
 def test_a_wrong_reference_count_breaks_layout_consistency(tiny_dir):
     engine = engine_with_cached_donor(tiny_dir)
     engine.add_request([1, 2, 3, 4, 5, 6], PARAMS)
