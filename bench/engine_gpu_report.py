@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.engine_gpu_common import roofline_tokens_per_s
+from bench.engine_gpu_profile import profile_markdown
 
 __all__ = ["markdown"]
 
@@ -97,7 +98,8 @@ def markdown(results: dict[str, Any], spec: Any) -> str:
              f"{'not measured' if not rate else f'{rate / 1e12:.2f} TB/s'}", "",
              f"## Decode tokens/s, batch {config['batch']}, {config['new_tokens']} new tokens "
              f"(transformers: {config['hf_new_tokens']}); median (min–max) of {config['repeats']} runs", "",
-             *_decode_table(results, spec), "", "## Prefill tokens/s", "", *_prefill_table(results), "",
+             *_decode_table(results, spec), "", "## Decode step: launches and GPU time by kernel", "",
+             *profile_markdown(results["parts"].get("decode_profile", {}).get("result")), "## Prefill tokens/s", "", *_prefill_table(results), "",
              "## Multi-turn sessions", "", *_multi_turn(results), "", "## Determinism (bitwise)", ""]
     if det:
         lines.append(f"all equal: **{det['all_equal']}**\n")

@@ -225,7 +225,26 @@ def test_decode_profile_breaks_a_graph_step_down(llama_dir, tmp_path):
                 "digest_start", "commit"} <= set(phases)
         assert 0 < r["graph_gpu_ms"] < phases["step"]
         calls = {k["kernel"]: k["calls_per_step"] for k in r["kernels"]}
-        assert calls["matmul_kernel"] == 65  # 4 per layer + lm_head
+        assert calls["matmul_kernel"] == 17  # gate_up per layer + lm_head
+        assert calls["matmul_split_kernel"] == calls["matmul_combine_kernel"] == 48  # qkv, o, down: split-K
         assert calls["attention_partial_kernel"] == 16 and calls["attention_combine_kernel"] == 16
         assert calls["rope_kernel"] == 16  # q and k of a layer in one launch
     assert "| phase | ms (median) |" in (tmp_path / "decode_profile.md").read_text()
+
+
+def test_engine_benchmark_counts_launches_and_splits_a_step_by_kernel(graphs):
+    """bench/engine_gpu.py's decode_profile part: plan launches of the captured graph, profiler split."""
+    from bench.engine_gpu_common import Budget
+    from bench.engine_gpu_profile import decode_launch_profile, profile_markdown
+    profile = decode_launch_profile(graphs, contexts=[0, 300], batch=4, budget=Budget(300.0))
+    layers = graphs.spec.num_layers
+    for context in ("0", "300"):
+        r = profile[context]
+        assert r["plan_launches_by_kernel"]["matmul_split"] == r["plan_launches_by_kernel"]["matmul_combine"] \
+            == 3 * layers
+        assert r["plan_launches_per_step"] == 14 * layers + 3  # embedding, final norm, lm_head
+        assert r["cuda_kernels_per_step"] >= r["plan_launches_per_step"]
+        shares = {g["kernel"]: g["share"] for g in r["split"]}
+        assert {"matmul_split", "matmul_combine", "paged_attention", "attention_combine"} <= set(shares)
+        assert abs(sum(shares.values()) - 1) < 1e-6 and 0 < r["graph_gpu_ms"]
+    assert "| kernel | calls/step | µs/step | share |" in "\n".join(profile_markdown(profile))

@@ -1,0 +1,42 @@
+"""bench/engine_gpu.py's decode-step profile: kernel grouping and its markdown, without a GPU."""
+
+from __future__ import annotations
+
+from bench.engine_gpu_profile import _family, profile_markdown
+from bench.engine_gpu_report import markdown
+from kernels.shapes import preset
+
+
+def test_profiler_events_group_by_plan_kernel():
+    assert _family("matmul_kernel") == "matmul"
+    assert _family("matmul_split_kernel") == "matmul_split" and _family("matmul_combine_kernel") == "matmul_combine"
+    assert _family("attention_partial_kernel") == "paged_attention"
+    assert _family("void at::native::vectorized_elementwise_kernel<4, ...>") == "torch"
+
+
+def _profile() -> dict:
+    split = [{"kernel": "matmul_split", "calls_per_step": 48, "us_per_step": 300.0, "share": 0.75},
+             {"kernel": "matmul_combine", "calls_per_step": 48, "us_per_step": 100.0, "share": 0.25}]
+    return {"0": {"context": 0, "batch": 4, "plan_launches_per_step": 227,
+                  "plan_launches_by_kernel": {"matmul_combine": 48, "matmul_split": 48},
+                  "cuda_kernels_per_step": 230, "kernel_us_per_step": 400.0, "graph_gpu_ms": 0.9, "split": split,
+                  "kernels": []},
+            "4096": {"skipped": "time budget (3 s left)"}}
+
+
+def test_profile_markdown_reports_launches_and_the_split_per_context():
+    text = "\n".join(profile_markdown(_profile()))
+    assert "227 plan launches a step (matmul_combine 48, matmul_split 48)" in text
+    assert "230 CUDA kernels a step" in text and "graph replay 0.900 ms" in text
+    assert "| matmul_split | 48 | 300.0 | 75% |" in text
+    assert "context 4096: time budget (3 s left)" in text
+    assert profile_markdown(None) == ["not run"]
+    assert profile_markdown({"skipped": "the engine runs without CUDA graphs"}) == ["the engine runs without CUDA graphs"]
+
+
+def test_the_benchmark_summary_has_the_profile_section():
+    results = {"environment": {"torch": "2", "triton": "3"}, "parts": {"decode_profile": {"result": _profile()}},
+               "config": {"quick": True, "contexts": [0], "batch": 4, "new_tokens": 8, "hf_new_tokens": 3,
+                          "repeats": 1}}
+    text = markdown(results, preset("llama-1b"))
+    assert "## Decode step: launches and GPU time by kernel" in text and "227 plan launches a step" in text
