@@ -15,6 +15,8 @@ Parts, in order; each records its result or its error and the run goes on:
                   kernels per step and the step's GPU time split by kernel (torch.profiler)
   engine_prefill  4 x 4096 and 1 x 16384 fresh prompt tokens
   torch_eager     plain torch decode loop (SDPA, preallocated K/V cache)
+  torch_compiled  the same decode, gpt-fast style: K/V caches as module buffers, attention over the
+                  whole cache with a mask, torch.compile(mode="reduce-overhead") (CUDA graphs)
   transformers    LlamaForCausalLM.generate on the same checkpoint: decode by context, prefill
   multi_turn      4 sessions x 6 turns, 16K first prompt with an 8K shared cached prefix, +256
                   tokens per follow-up, 768 output tokens per turn, 0.5 s between turns
@@ -49,6 +51,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import torch  # noqa: E402
 
 from bench.engine_gpu_baselines import torch_eager_decode, transformers_generate  # noqa: E402
+from bench.engine_gpu_compiled import torch_compiled_decode  # noqa: E402
 from bench.engine_gpu_common import (Budget, copy_rate_bytes_per_s, environment, free_cuda, guarded,  # noqa: E402
                                      log)
 from bench.engine_gpu_determinism import determinism_checks  # noqa: E402
@@ -61,7 +64,7 @@ from engine.model_config import read_model_spec  # noqa: E402
 from kernels.shapes import preset  # noqa: E402
 
 PARTS = ("checkpoint", "copy_rate", "determinism", "engine_decode", "decode_profile", "engine_prefill", "torch_eager",
-         "transformers", "multi_turn")
+         "torch_compiled", "transformers", "multi_turn")
 
 
 def run_config(quick: bool) -> dict[str, Any]:
@@ -173,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
             perf_engine(), shapes=config["prefill_shapes"], repeats=config["repeats"], budget=budget)}))
         run.part("torch_eager", lambda: torch_eager_decode(model_dir, contexts=config["contexts"],
                                                            new_tokens=config["new_tokens"], **common))
+        free_cuda()
+        run.part("torch_compiled", lambda: torch_compiled_decode(model_dir, contexts=config["contexts"],
+                                                                 new_tokens=config["new_tokens"], **common))
         free_cuda()
         run.part("transformers", lambda: transformers_generate(
             model_dir, contexts=config["contexts"], new_tokens=config["hf_new_tokens"],

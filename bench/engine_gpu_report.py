@@ -37,10 +37,12 @@ def _decode_table(results: dict[str, Any], spec: Any) -> list[str]:
     engine = parts.get("engine_decode", {}).get("result", {})
     graphs, serial, eager = engine.get("graphs", {}), engine.get("graphs_step_by_step", {}), engine.get("eager", {})
     torch_loop = parts.get("torch_eager", {}).get("result", {})
+    compiled = parts.get("torch_compiled", {}).get("result", {})
     hf = parts.get("transformers", {}).get("result", {}).get("decode", {})
     rate = parts.get("copy_rate", {}).get("result", {}).get("bytes_per_s")
     lines = ["| cached context | engine, CUDA graphs | % roofline | graphs, one step at a time | engine, eager | "
-             "torch eager loop | transformers generate | engine / transformers | roofline |", "|" + "---|" * 9]
+             "torch eager loop | torch compiled | transformers generate | engine / transformers | engine / compiled | "
+             "roofline |", "|" + "---|" * 11]
     for context in results["config"]["contexts"]:
         key = str(context)
         g = graphs.get(key)
@@ -50,7 +52,8 @@ def _decode_table(results: dict[str, Any], spec: Any) -> list[str]:
                                          copy_rate=rate)
         lines.append(f"| {context:,} | {_cell(g)} | {_ratio(_median(g), roof, '.0%', '')} | {_cell(serial.get(key))} | "
                      f"{_cell(eager.get(key))} | "
-                     f"{_cell(torch_loop.get(key))} | {_cell(hf.get(key))} | {_ratio(_median(g), _median(hf.get(key)))} | "
+                     f"{_cell(torch_loop.get(key))} | {_cell(compiled.get(key))} | {_cell(hf.get(key))} | "
+                     f"{_ratio(_median(g), _median(hf.get(key)))} | {_ratio(_median(g), _median(compiled.get(key)))} | "
                      f"{'' if roof is None else f'{roof:,.0f}'} |")
     return lines
 

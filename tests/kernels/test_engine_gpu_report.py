@@ -40,3 +40,22 @@ def test_the_benchmark_summary_has_the_profile_section():
                           "repeats": 1}}
     text = markdown(results, preset("llama-1b"))
     assert "## Decode step: launches and GPU time by kernel" in text and "227 plan launches a step" in text
+
+
+def test_the_compiled_baseline_model_is_the_eager_loops_model(tmp_path):
+    """The static-cache step (what torch.compile compiles) gives the eager loop's greedy tokens from position 0."""
+    import torch
+
+    from bench.engine_gpu_baselines import _TorchLlama
+    from bench.engine_gpu_compiled import _StaticCacheLlama
+    from engine.checkpoint import make_checkpoint
+
+    model_dir = make_checkpoint("tiny", tmp_path, seed=0)
+    eager = _TorchLlama(model_dir, batch=3, max_len=16, device="cpu")
+    static = _StaticCacheLlama(model_dir, batch=3, max_len=16, device="cpu")
+    ours = theirs = torch.tensor([5, 17, 200])
+    with torch.inference_mode():
+        for pos in range(6):
+            theirs = eager.step(theirs, pos)
+            ours = static(ours, torch.tensor([pos]))
+            assert torch.equal(ours, theirs), pos
