@@ -28,6 +28,7 @@ __all__ = [
     "matmul_splits",
     "matmul_split_config",
     "matmul_combine_config",
+    "matmul_combine_norm_config",
     "linear_configs",
     "rope_config",
     "silu_mul_config",
@@ -37,8 +38,8 @@ __all__ = [
 ]
 
 DTYPES = ("float32", "bfloat16")
-KERNELS = ("embedding", "rms_norm", "matmul", "matmul_split", "matmul_combine", "rope", "silu_mul", "store_kv",
-           "paged_attention", "attention_combine")
+KERNELS = ("embedding", "rms_norm", "matmul", "matmul_split", "matmul_combine", "matmul_combine_norm", "rope",
+           "silu_mul", "store_kv", "paged_attention", "attention_combine")
 _KEY_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")  # no ':' or spaces: safe as a DOT id
 
 # bf16 matmul: the widest column tile (of 128, 64, 32) that still gives this many column tiles,
@@ -262,6 +263,23 @@ def matmul_combine_config(*, n: int, splits: int, dtype: str, has_bias: bool, ou
     return _make("matmul_combine", suffix,
                  {"N": n, "BLOCK_N": block_n, "SPLITS": splits, "HAS_BIAS": bool(has_bias), "OUT_DTYPE": out_dtype},
                  4, 1, {"n": n, "splits": splits, "dtype": dtype, "out_dtype": out_dtype})
+
+
+@lru_cache(maxsize=None)
+def matmul_combine_norm_config(*, hidden_size: int, splits: int, eps: float, dtype: str) -> LaunchConfig:
+    """The split combine of a residual branch (o_proj, down_proj) fused with the residual RMSNorm after
+    it: one program per token row folds its SPLITS partials in ascending order, adds the residual
+    and normalises, as :func:`rms_norm_config` with a residual does."""
+    _check_positive(hidden_size=hidden_size, splits=splits)
+    _check_dtype(dtype)
+    if splits < 2:
+        raise ValueError(f"a split combine needs at least 2 splits, got {splits}")
+    if not eps > 0:
+        raise ValueError(f"eps must be positive, got {eps!r}")
+    block = _next_pow2(hidden_size)
+    return _make("matmul_combine_norm", f"h{hidden_size}_s{splits}",
+                 {"H": hidden_size, "BLOCK_H": block, "SPLITS": splits, "EPS": _as_float32(eps), "DTYPE": dtype},
+                 _row_warps(block, 16), 1, {"hidden_size": hidden_size, "splits": splits, "dtype": dtype})
 
 
 def linear_configs(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str) -> tuple[LaunchConfig, ...]:

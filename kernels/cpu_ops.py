@@ -15,6 +15,7 @@ from kernels.cpu_math import exp, rsqrt, tree_sum
 from kernels.embedding import check_embedding
 from kernels.matmul import check_matmul
 from kernels.matmul_combine import check_matmul_combine
+from kernels.matmul_combine_norm import check_matmul_combine_norm
 from kernels.matmul_split import check_matmul_split
 from kernels.plan import PlanEntry
 from kernels.rmsnorm import check_rms_norm
@@ -22,7 +23,8 @@ from kernels.rope import check_rope
 from kernels.silu_mul import check_silu_mul
 from kernels.store_kv import check_store_kv
 
-__all__ = ["embedding", "rms_norm", "matmul", "matmul_split", "matmul_combine", "rope", "silu_mul", "store_kv"]
+__all__ = ["embedding", "rms_norm", "matmul", "matmul_split", "matmul_combine", "matmul_combine_norm", "rope",
+           "silu_mul", "store_kv"]
 
 # Bound on the [rows, N, BLOCK_K] product tensor of one matmul step; rows are independent,
 # so splitting them into groups changes no row's arithmetic.
@@ -39,8 +41,13 @@ def rms_norm(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tenso
              residual_out: torch.Tensor, entry: PlanEntry) -> None:
     """Residual add and RMSNorm with the Triton kernel's roundings; sum of squares by tree_sum."""
     check_rms_norm(x, residual, weight, out, residual_out, entry)
+    _norm_rows(x.float() if residual is None else x.float() + residual.float(), weight, out, residual_out, entry)
+
+
+def _norm_rows(summed: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, residual_out: torch.Tensor,
+               entry: PlanEntry) -> None:
+    """``residual_out = round(summed)``, ``out = round(weight * round(residual_out * rsqrt(mean sq + eps)))``."""
     c = entry.constexpr_dict()
-    summed = x.float() if residual is None else x.float() + residual.float()
     rounded = summed.to(out.dtype)
     residual_out.copy_(rounded)
     r = rounded.float()  # r: [T, H]
@@ -98,10 +105,23 @@ def matmul_split(x: torch.Tensor, weight: torch.Tensor, partial: torch.Tensor, e
 def matmul_combine(partial: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor, entry: PlanEntry) -> None:
     """``out = ((partial[0] + partial[1]) + ...) (+ bias)``: ascending split order from partial 0, like the kernel."""
     check_matmul_combine(partial, bias, out, entry)
+    _epilogue(_fold(partial, entry.constexpr_dict()["SPLITS"]), bias, out)
+
+
+def _fold(partial: torch.Tensor, splits: int) -> torch.Tensor:
+    """``((partial[0] + partial[1]) + ...) + partial[splits - 1]``, starting from partial 0 itself."""
     acc = partial[0]
-    for split in range(1, entry.constexpr_dict()["SPLITS"]):
+    for split in range(1, splits):
         acc = acc + partial[split]
-    _epilogue(acc, bias, out)
+    return acc
+
+
+def matmul_combine_norm(partial: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
+                        residual_out: torch.Tensor, entry: PlanEntry) -> None:
+    """The fold of :func:`matmul_combine` rounded to the activation dtype, then :func:`rms_norm` with the residual."""
+    check_matmul_combine_norm(partial, residual, weight, out, residual_out, entry)
+    branch = _fold(partial, entry.constexpr_dict()["SPLITS"]).to(out.dtype)
+    _norm_rows(branch.float() + residual.float(), weight, out, residual_out, entry)
 
 
 def rope(x: torch.Tensor, positions: torch.Tensor, cos_sin: torch.Tensor, out: torch.Tensor,

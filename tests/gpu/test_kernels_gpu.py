@@ -179,3 +179,22 @@ def test_matmul_compiles_once_for_every_batch_size():
             for w in weights:
                 ops.linear(torch.randn(m, 2048, device=DEVICE).bfloat16(), w)
         assert [len(k.device_caches[device][0]) for k in kernels] == before
+
+
+def test_llama_1b_folded_residual_norm_has_the_two_launch_bits():
+    """down_proj's split-K partials folded by the next residual norm (one launch) give the bits of the
+    separate combine and norm (two), at decode and prefill row counts."""
+    from tests.kernels.invariance import bits_equal
+    plan = preset_plan("llama-1b")
+    gen = torch.Generator().manual_seed(13)
+    w = (torch.randn(2048, 8192, generator=gen) / 90).bfloat16().to(DEVICE)
+    norm_w = (torch.rand(2048, generator=gen) + 0.5).bfloat16().to(DEVICE)
+    with use_plan(plan):
+        for rows in (1, 4, 37, 300):
+            x = torch.randn(rows, 8192, generator=gen).bfloat16().to(DEVICE)
+            residual = (torch.randn(rows, 2048, generator=gen) * 2).bfloat16().to(DEVICE)
+            branch = ops.linear_unfolded(x, w)
+            assert isinstance(branch, ops.Partials)
+            fused = ops.rms_norm(branch, norm_w, plan.shape.rms_norm_eps, residual)
+            separate = ops.rms_norm(ops.linear(x, w), norm_w, plan.shape.rms_norm_eps, residual)
+            assert all(bits_equal(a.cpu(), b.cpu()) for a, b in zip(fused, separate)), rows

@@ -37,6 +37,7 @@ from kernels.embedding import launch_embedding
 from kernels.launch import require, use_plan
 from kernels.matmul import launch_matmul
 from kernels.matmul_combine import launch_matmul_combine
+from kernels.matmul_combine_norm import launch_matmul_combine_norm
 from kernels.matmul_split import launch_matmul_split, split_partials
 from kernels.plan import plan_for
 from kernels.rmsnorm import launch_rms_norm
@@ -134,7 +135,22 @@ def check_matmul_split(dtype: torch.dtype) -> str:
     failures = row_invariance_failures(lambda rows: triton_split_linear(rows, w), (x[:2],),
                                        lambda kind, rows, g: (fill_rows(kind, (rows, k), dtype, g),), cases)
     assert not failures, failures
-    return "split-K rows equal at every in-tile offset and equal to the CPU path bitwise"
+    fold = require(configs.matmul_combine_norm_config(hidden_size=n, splits=split_count(n, k, dtype),
+                                                      eps=SHAPE.rms_norm_eps, dtype=dtype_name(dtype)))
+    residual, norm_w = fill_rows("random", (40, n), dtype, gen), (torch.rand(n, generator=gen) + 0.5).to(dtype)
+    partial = ops.linear_unfolded(x, w).partial  # the CPU path's partials
+    fused = torch.empty(40, n, dtype=dtype), torch.empty(40, n, dtype=dtype)
+    launch_matmul_combine_norm(partial, residual, norm_w, *fused, fold)
+    norm = require(configs.rms_norm_config(hidden_size=n, eps=SHAPE.rms_norm_eps, has_residual=True,
+                                           dtype=dtype_name(dtype)))
+    separate = torch.empty(40, n, dtype=dtype), torch.empty(40, n, dtype=dtype)
+    launch_rms_norm(got, residual, norm_w, *separate, norm)  # the interpreter's tl.sum in both
+    assert all(bits_equal(a, b) for a, b in zip(fused, separate)), "the interpreted fold + norm differs"
+    return "split-K rows equal at every in-tile offset and equal to the CPU path bitwise; fold + norm too"
+
+
+def split_count(n: int, k: int, dtype: torch.dtype) -> int:
+    return configs.matmul_splits(n=n, k=k, dtype=dtype_name(dtype))
 
 
 def check_rowwise(dtype: torch.dtype) -> str:

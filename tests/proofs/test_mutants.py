@@ -28,6 +28,7 @@ CASES = [
     ("combine_order_from_m", "matmul_combine_kernel", {}, "element of partial_ptr is related (index)"),
     ("split_atomic_combine", "matmul_split_atomic_kernel", {}, "atomic accumulation"),
     ("combine_other_row", "matmul_combine_kernel", {}, "element of partial_ptr is related (index)"),
+    ("combine_norm_first_row_statistic", "matmul_combine_norm_kernel", {}, "element of partial_ptr is related (index)"),
 ]
 
 
