@@ -26,6 +26,9 @@ from engine.rope import cos_sin_table
 
 __all__ = ["torch_compiled_decode"]
 
+# Seconds to keep for compiling the 16-layer step (Inductor, then CUDA graph recording) and a first run.
+COMPILE_RESERVE_S = 150.0
+
 
 class _StaticCacheLlama(torch.nn.Module):
     """Weights, a static K/V cache and the decode step ``(tokens [B], pos [1]) -> greedy tokens [B]``."""
@@ -93,6 +96,8 @@ def _decode(step: Any, tokens: torch.Tensor, context: int, new_tokens: int, devi
 def torch_compiled_decode(model_dir: Path, *, contexts: Sequence[int], batch: int, new_tokens: int, repeats: int,
                           budget: Budget, device: str = "cuda", mode: str = "reduce-overhead") -> dict[str, Any]:
     """Decode tokens per second of the compiled static-cache loop at each context, and its compile time."""
+    if not budget.allows(COMPILE_RESERVE_S):
+        return {"skipped": f"time budget ({budget.left():.0f} s left, compiling needs about {COMPILE_RESERVE_S:.0f})"}
     model = _StaticCacheLlama(model_dir, batch=batch, max_len=max(contexts) + new_tokens + 1, device=device)
     step = torch.compile(model, mode=mode, fullgraph=True)
     tokens = torch.randint(0, model.spec.vocab_size, (batch,), device=device)

@@ -37,7 +37,7 @@ def _decode_table(results: dict[str, Any], spec: Any) -> list[str]:
     engine = parts.get("engine_decode", {}).get("result", {})
     graphs, serial, eager = engine.get("graphs", {}), engine.get("graphs_step_by_step", {}), engine.get("eager", {})
     torch_loop = parts.get("torch_eager", {}).get("result", {})
-    compiled = parts.get("torch_compiled", {}).get("result", {})
+    compiled = parts.get("torch_compiled", {}).get("result") or {}
     hf = parts.get("transformers", {}).get("result", {}).get("decode", {})
     rate = parts.get("copy_rate", {}).get("result", {}).get("bytes_per_s")
     lines = ["| cached context | engine, CUDA graphs | % roofline | graphs, one step at a time | engine, eager | "
