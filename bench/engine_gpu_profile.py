@@ -80,7 +80,8 @@ def profile_markdown(profile: dict[str, Any] | None) -> list[str]:
         lines += [f"### context {int(context):,}, batch {r['batch']}", "",
                   f"{r['plan_launches_per_step']} plan launches a step ({by_kernel}); "
                   f"{r['cuda_kernels_per_step']:.0f} CUDA kernels a step in all; graph replay "
-                  f"{r['graph_gpu_ms']:.3f} ms GPU a step, eager kernels sum {r['kernel_us_per_step'] / 1e3:.3f} ms", "",
+                  f"{r['graph_gpu_ms']:.3f} ms GPU a step, eager kernels sum "
+                  f"{r['kernel_us_per_step'] / 1e3:.3f} ms", "",
                   "| kernel | calls/step | µs/step | share |", "|---|---|---|---|"]
         lines += [f"| {g['kernel']} | {g['calls_per_step']:.0f} | {g['us_per_step']:.1f} | {g['share']:.0%} |"
                   for g in r["split"]]

@@ -55,7 +55,8 @@ def check_matmul_combine(partial: torch.Tensor, bias: torch.Tensor | None, out: 
     assert out.shape[1] == c["N"], f"out has {out.shape[1]} columns, {entry.key} needs N = {c['N']}"
     assert dtype_name(out.dtype) == c["OUT_DTYPE"], f"out dtype {out.dtype} is not {c['OUT_DTYPE']}"
     assert out.is_contiguous(), f"out must be contiguous, got strides {out.stride()}"
-    assert (bias is not None) == c["HAS_BIAS"], f"bias given={bias is not None} but {entry.key} has HAS_BIAS={c['HAS_BIAS']}"
+    assert (bias is not None) == c["HAS_BIAS"], \
+        f"bias given={bias is not None} but {entry.key} has HAS_BIAS={c['HAS_BIAS']}"
     if bias is not None:
         assert tuple(bias.shape) == (c["N"],) and bias.is_contiguous() and \
             dtype_name(bias.dtype) == entry.static_dict()["dtype"], \

@@ -31,7 +31,8 @@ def test_profile_markdown_reports_launches_and_the_split_per_context():
     assert "| matmul_split | 48 | 300.0 | 75% |" in text
     assert "context 4096: time budget (3 s left)" in text
     assert profile_markdown(None) == ["not run"]
-    assert profile_markdown({"skipped": "the engine runs without CUDA graphs"}) == ["the engine runs without CUDA graphs"]
+    skipped = "the engine runs without CUDA graphs"
+    assert profile_markdown({"skipped": skipped}) == [skipped]
 
 
 def test_the_benchmark_summary_has_the_profile_section():
