@@ -97,6 +97,10 @@ def test_llama_1b_narrow_matmuls_split_k_four_ways_and_wide_ones_do_not():
         assert combine["SPLITS"] == 4 and combine["N"] == c["N"]
     for role in ("gate_up_proj", "lm_head"):
         assert roles[role].kernel == "matmul", role
+    # the sealed record (and so D's kernel_plan) names the splits: a changed split count changes the digest
+    sealed = {e["key"]: e for e in plan.as_dict()["entries"]}
+    assert sealed["matmul_split.n3072_k2048_s4"]["constexprs"]["SPLITS"] == 4
+    assert sealed["matmul_combine_norm.h2048_s4"]["roles"] == ["down_proj_fold", "o_proj_fold"]
 
 
 def test_float32_plans_exercise_the_split_path_on_the_tiny_preset():
