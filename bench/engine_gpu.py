@@ -11,8 +11,12 @@ Parts, in order; each records its result or its error and the run goes on:
   determinism     bitwise: batches of 3/4/5 vs singletons, CUDA graphs on vs off, device greedy
   engine_decode   batch 4, cached context 0/1K/4K/16K, CUDA graphs (overlapped decode steps, and
                   one step at a time); eager engine at 0 and 1K
+  decode_profile  at each context: plan launches per decode step (from the captured graph), CUDA
+                  kernels per step and the step's GPU time split by kernel (torch.profiler)
   engine_prefill  4 x 4096 and 1 x 16384 fresh prompt tokens
   torch_eager     plain torch decode loop (SDPA, preallocated K/V cache)
+  torch_compiled  the same decode, gpt-fast style: K/V caches as module buffers, attention over the
+                  whole cache with a mask, torch.compile(mode="reduce-overhead") (CUDA graphs)
   transformers    LlamaForCausalLM.generate on the same checkpoint: decode by context, prefill
   multi_turn      4 sessions x 6 turns, 16K first prompt with an 8K shared cached prefix, +256
                   tokens per follow-up, 768 output tokens per turn, 0.5 s between turns
@@ -47,9 +51,11 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import torch  # noqa: E402
 
 from bench.engine_gpu_baselines import torch_eager_decode, transformers_generate  # noqa: E402
+from bench.engine_gpu_compiled import torch_compiled_decode  # noqa: E402
 from bench.engine_gpu_common import (Budget, copy_rate_bytes_per_s, environment, free_cuda, guarded,  # noqa: E402
                                      log)
 from bench.engine_gpu_determinism import determinism_checks  # noqa: E402
+from bench.engine_gpu_profile import decode_launch_profile  # noqa: E402
 from bench.engine_gpu_report import markdown  # noqa: E402
 from bench.engine_gpu_workloads import (FULL_MULTI_TURN, QUICK_MULTI_TURN, decode_by_context,  # noqa: E402
                                         multi_turn, open_engine, prefill_throughput)
@@ -57,7 +63,8 @@ from engine.checkpoint import make_checkpoint  # noqa: E402
 from engine.model_config import read_model_spec  # noqa: E402
 from kernels.shapes import preset  # noqa: E402
 
-PARTS = ("checkpoint", "copy_rate", "determinism", "engine_decode", "engine_prefill", "torch_eager", "transformers", "multi_turn")
+PARTS = ("checkpoint", "copy_rate", "determinism", "engine_decode", "decode_profile", "engine_prefill", "torch_eager",
+         "torch_compiled", "transformers", "multi_turn")
 
 
 def run_config(quick: bool) -> dict[str, Any]:
@@ -163,10 +170,15 @@ def main(argv: list[str] | None = None) -> int:
             return with_mode(out)
 
         run.part("engine_decode", engine_decode)
+        run.part("decode_profile", lambda: decode_launch_profile(perf_engine(), contexts=config["contexts"],
+                                                                 batch=config["batch"], budget=budget))
         run.part("engine_prefill", lambda: with_mode({"shapes": prefill_throughput(
             perf_engine(), shapes=config["prefill_shapes"], repeats=config["repeats"], budget=budget)}))
         run.part("torch_eager", lambda: torch_eager_decode(model_dir, contexts=config["contexts"],
                                                            new_tokens=config["new_tokens"], **common))
+        free_cuda()
+        run.part("torch_compiled", lambda: torch_compiled_decode(model_dir, contexts=config["contexts"],
+                                                                 new_tokens=config["new_tokens"], **common))
         free_cuda()
         run.part("transformers", lambda: transformers_generate(
             model_dir, contexts=config["contexts"], new_tokens=config["hf_new_tokens"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.engine_gpu_common import roofline_tokens_per_s
+from bench.engine_gpu_profile import profile_markdown
 
 __all__ = ["markdown"]
 
@@ -36,10 +37,12 @@ def _decode_table(results: dict[str, Any], spec: Any) -> list[str]:
     engine = parts.get("engine_decode", {}).get("result", {})
     graphs, serial, eager = engine.get("graphs", {}), engine.get("graphs_step_by_step", {}), engine.get("eager", {})
     torch_loop = parts.get("torch_eager", {}).get("result", {})
+    compiled = parts.get("torch_compiled", {}).get("result") or {}
     hf = parts.get("transformers", {}).get("result", {}).get("decode", {})
     rate = parts.get("copy_rate", {}).get("result", {}).get("bytes_per_s")
     lines = ["| cached context | engine, CUDA graphs | % roofline | graphs, one step at a time | engine, eager | "
-             "torch eager loop | transformers generate | engine / transformers | roofline |", "|" + "---|" * 9]
+             "torch eager loop | torch compiled | transformers generate | engine / transformers | engine / compiled | "
+             "roofline |", "|" + "---|" * 11]
     for context in results["config"]["contexts"]:
         key = str(context)
         g = graphs.get(key)
@@ -49,7 +52,8 @@ def _decode_table(results: dict[str, Any], spec: Any) -> list[str]:
                                          copy_rate=rate)
         lines.append(f"| {context:,} | {_cell(g)} | {_ratio(_median(g), roof, '.0%', '')} | {_cell(serial.get(key))} | "
                      f"{_cell(eager.get(key))} | "
-                     f"{_cell(torch_loop.get(key))} | {_cell(hf.get(key))} | {_ratio(_median(g), _median(hf.get(key)))} | "
+                     f"{_cell(torch_loop.get(key))} | {_cell(compiled.get(key))} | {_cell(hf.get(key))} | "
+                     f"{_ratio(_median(g), _median(hf.get(key)))} | {_ratio(_median(g), _median(compiled.get(key)))} | "
                      f"{'' if roof is None else f'{roof:,.0f}'} |")
     return lines
 
@@ -97,7 +101,8 @@ def markdown(results: dict[str, Any], spec: Any) -> str:
              f"{'not measured' if not rate else f'{rate / 1e12:.2f} TB/s'}", "",
              f"## Decode tokens/s, batch {config['batch']}, {config['new_tokens']} new tokens "
              f"(transformers: {config['hf_new_tokens']}); median (min–max) of {config['repeats']} runs", "",
-             *_decode_table(results, spec), "", "## Prefill tokens/s", "", *_prefill_table(results), "",
+             *_decode_table(results, spec), "", "## Decode step: launches and GPU time by kernel", "",
+             *profile_markdown(results["parts"].get("decode_profile", {}).get("result")), "## Prefill tokens/s", "", *_prefill_table(results), "",
              "## Multi-turn sessions", "", *_multi_turn(results), "", "## Determinism (bitwise)", ""]
     if det:
         lines.append(f"all equal: **{det['all_equal']}**\n")

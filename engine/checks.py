@@ -164,11 +164,7 @@ class InvariantChecker:
                                             f"{entry.config().launch_options()}")
         if not plan.chunks:
             return
-        layers, has_logits = eng.spec.num_layers, int(bool(plan.sampled))
-        qk_norm = int(eng.spec.has_qk_norm)  # Qwen3: q and k RMSNorm-ed per head, one launch each per layer
-        expected = Counter({"embedding": 1, "rms_norm": (2 + 2 * qk_norm) * layers + has_logits,
-                            "matmul": 4 * layers + has_logits, "rope": layers, "silu_mul": layers,
-                            "store_kv": layers, "paged_attention": layers, "attention_combine": layers})
+        expected = eng.runner.model.launches_per_forward(has_logits=bool(plan.sampled))
         launched = Counter(r.kernel for r in launches)
         if launched != expected:
             raise KernelConfigViolation(f"launch counts {dict(launched)} differ from the model's {dict(expected)}")

@@ -7,13 +7,15 @@ the kernels' contracts make each row's result independent of the others.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import torch
 
 from engine.loader import ModelWeights
 from engine.model_config import ModelSpec
-from kernels import ops
+from kernels import configs, ops
+from kernels.tensors import dtype_name
 
 __all__ = ["KVCache", "ForwardBatch", "LlamaModel"]
 
@@ -87,13 +89,45 @@ class LlamaModel:
             ops.store_kv(k, v, kv.k[layer], kv.v[layer], batch.slot_mapping)
             attn = ops.paged_attention(q, kv.k[layer], kv.v[layer], batch.block_table, batch.query_start_loc,
                                        batch.seq_lens, self.scale, seq_idx)  # [T, Hq, D]
-            hidden = ops.linear(attn.view(num_tokens, self.q_width), lw.o_proj, lw.o_bias)  # [T, H]
+            if lw.o_bias is None:  # [T, H], or a split-K weight's partials, which the next residual norm folds
+                hidden = ops.linear_unfolded(attn.view(num_tokens, self.q_width), lw.o_proj)
+            else:  # the fold adds no bias: the biased projection is folded by its own combine
+                hidden = ops.linear(attn.view(num_tokens, self.q_width), lw.o_proj, lw.o_bias)  # [T, H]
             x, residual = ops.rms_norm(hidden, lw.post_norm, spec.rms_norm_eps, residual)
-            hidden = ops.linear(ops.silu_mul(ops.linear(x, lw.gate_up)), lw.down)  # [T, H]
+            hidden = ops.linear_unfolded(ops.silu_mul(ops.linear(x, lw.gate_up)), lw.down)
         # Only sampled rows need the final norm and the vocabulary projection (row-wise ops).
         if batch.sample_rows.shape[0] == 0:
-            return torch.empty(0, spec.vocab_size, dtype=torch.float32, device=hidden.device)
-        last = hidden.index_select(0, batch.sample_rows)  # [S, H]
+            return torch.empty(0, spec.vocab_size, dtype=torch.float32, device=batch.input_ids.device)
+        last = ops.select_rows(hidden, batch.sample_rows)  # [S, H] or its partials
         last_residual = residual.index_select(0, batch.sample_rows)  # type: ignore[union-attr]
         x, _ = ops.rms_norm(last, w.final_norm, spec.rms_norm_eps, last_residual)
         return ops.logits(x, w.lm_head)  # [S, V] float32
+
+    def launches_per_forward(self, *, has_logits: bool) -> Counter:
+        """How many launches of each plan kernel :meth:`forward` makes (check mode compares)."""
+        spec, dt = self.spec, dtype_name(self.weights.embed.dtype)
+        launches: Counter = Counter(embedding=1)
+
+        def linear(n: int, k: int, *, unfolded: bool = False, out_dtype: str = dt) -> bool:
+            """Count one projection's launches; True when it leaves partials for the next norm."""
+            planned = configs.linear_configs(n=n, k=k, dtype=dt, has_bias=False, out_dtype=out_dtype)
+            launches.update(c.kernel for c in (planned[:1] if unfolded and len(planned) > 1 else planned))
+            return unfolded and len(planned) > 1
+
+        def norm(folds: bool) -> None:
+            launches["matmul_combine_norm" if folds else "rms_norm"] += 1
+
+        down_folds = False
+        for layer in range(spec.num_layers):
+            norm(layer > 0 and down_folds)
+            linear(self.q_width + 2 * self.kv_width, spec.hidden_size)
+            launches["rms_norm"] += 2 * spec.has_qk_norm  # Qwen3: q and k heads, one launch each
+            launches.update(["rope", "store_kv", "paged_attention", "attention_combine"])
+            norm(linear(spec.hidden_size, self.q_width, unfolded=not spec.has_o_proj_bias))
+            linear(2 * spec.intermediate_size, spec.hidden_size)
+            launches["silu_mul"] += 1
+            down_folds = linear(spec.hidden_size, spec.intermediate_size, unfolded=True)
+        if has_logits:
+            norm(down_folds)
+            linear(spec.vocab_size, spec.hidden_size, out_dtype="float32")
+        return launches

@@ -25,6 +25,11 @@ __all__ = [
     "embedding_config",
     "rms_norm_config",
     "matmul_config",
+    "matmul_splits",
+    "matmul_split_config",
+    "matmul_combine_config",
+    "matmul_combine_norm_config",
+    "linear_configs",
     "rope_config",
     "silu_mul_config",
     "store_kv_config",
@@ -33,8 +38,8 @@ __all__ = [
 ]
 
 DTYPES = ("float32", "bfloat16")
-KERNELS = ("embedding", "rms_norm", "matmul", "rope", "silu_mul", "store_kv", "paged_attention",
-           "attention_combine")
+KERNELS = ("embedding", "rms_norm", "matmul", "matmul_split", "matmul_combine", "matmul_combine_norm", "rope",
+           "silu_mul", "store_kv", "paged_attention", "attention_combine")
 _KEY_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")  # no ':' or spaces: safe as a DOT id
 
 # bf16 matmul: the widest column tile (of 128, 64, 32) that still gives this many column tiles,
@@ -43,6 +48,17 @@ _KEY_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")  # no ':' or spaces: s
 MIN_COLUMN_PROGRAMS = 128
 # Contraction depth from which 32-column bf16 matmul tiles take 256-deep K steps.
 DEEP_K = 8192
+# Fixed split-K, by dtype: the number of K ranges a narrow weight's reduction is cut into. bf16:
+# weights too narrow for MIN_COLUMN_PROGRAMS column tiles (llama-1b's qkv, o and down) get 4
+# splits, so a decode launch runs 4x the programs, each streaming a quarter of the weight; wide
+# weights (gate_up, lm_head) already fill the GPU and keep one. float32 plans serve the CPU path
+# and the tests: 4 splits wherever N <= K, with 16-deep K steps, so the tiny preset's o and down
+# projections run the split path with 1 and 2 steps per split (a wrong fold order changes bits).
+# A split needs K to be a multiple of SPLITS * BLOCK_K (else the weight keeps one launch).
+SPLIT_K = {"bfloat16": 4, "float32": 4}
+SPLIT_BLOCK_K_FP32 = 16
+# Output columns per program of the split combine (one row per program).
+COMBINE_COLUMNS = 1024
 # Paged attention tile: query tokens per block (times the head group, the tile rows; >= 16 for
 # tl.dot) and keys per KV tile.
 ATTENTION_QUERIES = 16
@@ -154,9 +170,46 @@ def rms_norm_config(*, hidden_size: int, eps: float, has_residual: bool, dtype: 
                  _row_warps(block, 16), 1, {"hidden_size": hidden_size, "dtype": dtype})
 
 
+def _matmul_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) of a matmul from (N, K, dtype) alone."""
+    if dtype == "float32":
+        return 32, 32, 64, 4, 2
+    block_n = next((b for b in (128, 64) if -(-n // b) >= MIN_COLUMN_PROGRAMS), 32)
+    block_k = 64 if block_n == 128 else 128
+    if block_n == 32 and k >= DEEP_K:
+        block_k = 256
+    return 64, block_n, block_k, 4, 4
+
+
+def _check_matmul_shape(n: int, k: int, dtype: str, out_dtype: str) -> None:
+    _check_positive(n=n, k=k)
+    _check_dtype(dtype)
+    _check_dtype(out_dtype)
+
+
+def _split_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int]:
+    """The tiles of a split-K matmul: :func:`_matmul_tiles`, with 16-deep K steps in float32."""
+    block_m, block_n, block_k, warps, stages = _matmul_tiles(n, k, dtype)
+    return block_m, block_n, SPLIT_BLOCK_K_FP32 if dtype == "float32" else block_k, warps, stages
+
+
+@lru_cache(maxsize=None)
+def matmul_splits(*, n: int, k: int, dtype: str) -> int:
+    """The number of fixed K ranges of an ``[N, K]`` weight's matmul (1: no split), from (N, K, dtype) only.
+
+    Never from M: prefill and decode rows of one weight run the same splits, so their bits agree.
+    """
+    _check_positive(n=n, k=k)
+    _check_dtype(dtype)
+    _, block_n, block_k, _, _ = _split_tiles(n, k, dtype)
+    splits = SPLIT_K[dtype]
+    narrow = n <= k if dtype == "float32" else -(-n // block_n) < MIN_COLUMN_PROGRAMS
+    return splits if narrow and k % (splits * block_k) == 0 else 1
+
+
 @lru_cache(maxsize=None)
 def matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str) -> LaunchConfig:
-    """``out[M, N] = x[M, K] @ weight[N, K].T (+ bias)``: tile sizes from (N, K, dtype) only.
+    """``out[M, N] = x[M, K] @ weight[N, K].T (+ bias)`` in one launch: tile sizes from (N, K, dtype) only.
 
     bf16 uses tensor cores with BLOCK_M = 64 (a Hopper warpgroup MMA) and the widest BLOCK_N
     of 128/64/32 that still gives MIN_COLUMN_PROGRAMS column tiles (32 when none does), so decode
@@ -166,22 +219,76 @@ def matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str)
     keeps twice the weight bytes in flight, which was faster at decode and no slower at prefill
     for such weights only.
     fp32 uses IEEE-precision dots (no TF32) on a fixed small tile.
+    Weights with :func:`matmul_splits` > 1 run :func:`matmul_split_config` and
+    :func:`matmul_combine_config` instead (see :func:`linear_configs`).
     """
-    _check_positive(n=n, k=k)
-    _check_dtype(dtype)
-    _check_dtype(out_dtype)
-    if dtype == "float32":
-        block_m, block_n, block_k, warps, stages = 32, 32, 64, 4, 2
-    else:
-        block_n = next((b for b in (128, 64) if -(-n // b) >= MIN_COLUMN_PROGRAMS), 32)
-        block_m, block_k, warps, stages = 64, (64 if block_n == 128 else 128), 4, 4
-        if block_n == 32 and k >= DEEP_K:
-            block_k = 256
+    _check_matmul_shape(n, k, dtype, out_dtype)
+    block_m, block_n, block_k, warps, stages = _matmul_tiles(n, k, dtype)
     suffix = f"n{n}_k{k}" + ("_bias" if has_bias else "") + ("" if out_dtype == dtype else "_out_" + out_dtype)
     return _make("matmul", suffix,
                  {"N": n, "K": k, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
                   "HAS_BIAS": bool(has_bias), "OUT_DTYPE": out_dtype},
                  warps, stages, {"n": n, "k": k, "dtype": dtype, "out_dtype": out_dtype})
+
+
+@lru_cache(maxsize=None)
+def matmul_split_config(*, n: int, k: int, dtype: str) -> LaunchConfig:
+    """First half of a split-K matmul: fp32 partial products of SPLITS fixed K ranges of K / SPLITS.
+
+    The tiles are :func:`matmul_config`'s for the same (N, K, dtype) (16-deep K steps in
+    float32, see SPLIT_K); split s covers K columns
+    [s * K / SPLITS, (s + 1) * K / SPLITS) in ascending BLOCK_K steps from zero.
+    """
+    _check_matmul_shape(n, k, dtype, dtype)
+    splits = matmul_splits(n=n, k=k, dtype=dtype)
+    if splits == 1:
+        raise ValueError(f"an [{n}, {k}] {dtype} weight is not split (matmul_splits is 1); use matmul_config")
+    block_m, block_n, block_k, warps, stages = _split_tiles(n, k, dtype)
+    return _make("matmul_split", f"n{n}_k{k}_s{splits}",
+                 {"N": n, "K": k, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "SPLITS": splits},
+                 warps, stages, {"n": n, "k": k, "dtype": dtype})
+
+
+@lru_cache(maxsize=None)
+def matmul_combine_config(*, n: int, splits: int, dtype: str, has_bias: bool, out_dtype: str) -> LaunchConfig:
+    """Second half of a split-K matmul: one program per (row, COMBINE_COLUMNS columns) folds the
+    row's SPLITS fp32 partials in ascending split order, adds the bias and casts to ``out_dtype``."""
+    _check_positive(n=n, splits=splits)
+    _check_dtype(dtype)
+    _check_dtype(out_dtype)
+    if splits < 2:
+        raise ValueError(f"a split combine needs at least 2 splits, got {splits}")
+    block_n = min(_next_pow2(n), COMBINE_COLUMNS)
+    suffix = f"n{n}_s{splits}" + ("_bias" if has_bias else "") + ("" if out_dtype == dtype else "_out_" + out_dtype)
+    return _make("matmul_combine", suffix,
+                 {"N": n, "BLOCK_N": block_n, "SPLITS": splits, "HAS_BIAS": bool(has_bias), "OUT_DTYPE": out_dtype},
+                 4, 1, {"n": n, "splits": splits, "dtype": dtype, "out_dtype": out_dtype})
+
+
+@lru_cache(maxsize=None)
+def matmul_combine_norm_config(*, hidden_size: int, splits: int, eps: float, dtype: str) -> LaunchConfig:
+    """The split combine of a residual branch (o_proj, down_proj) fused with the residual RMSNorm after
+    it: one program per token row folds its SPLITS partials in ascending order, adds the residual
+    and normalises, as :func:`rms_norm_config` with a residual does."""
+    _check_positive(hidden_size=hidden_size, splits=splits)
+    _check_dtype(dtype)
+    if splits < 2:
+        raise ValueError(f"a split combine needs at least 2 splits, got {splits}")
+    if not eps > 0:
+        raise ValueError(f"eps must be positive, got {eps!r}")
+    block = _next_pow2(hidden_size)
+    return _make("matmul_combine_norm", f"h{hidden_size}_s{splits}",
+                 {"H": hidden_size, "BLOCK_H": block, "SPLITS": splits, "EPS": _as_float32(eps), "DTYPE": dtype},
+                 _row_warps(block, 16), 1, {"hidden_size": hidden_size, "splits": splits, "dtype": dtype})
+
+
+def linear_configs(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str) -> tuple[LaunchConfig, ...]:
+    """The launches of one ``x @ weight.T (+ bias)``: (matmul,) or (matmul_split, matmul_combine)."""
+    splits = matmul_splits(n=n, k=k, dtype=dtype)
+    if splits == 1:
+        return (matmul_config(n=n, k=k, dtype=dtype, has_bias=has_bias, out_dtype=out_dtype),)
+    return (matmul_split_config(n=n, k=k, dtype=dtype),
+            matmul_combine_config(n=n, splits=splits, dtype=dtype, has_bias=has_bias, out_dtype=out_dtype))
 
 
 @lru_cache(maxsize=None)

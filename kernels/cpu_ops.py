@@ -14,13 +14,17 @@ import torch
 from kernels.cpu_math import exp, rsqrt, tree_sum
 from kernels.embedding import check_embedding
 from kernels.matmul import check_matmul
+from kernels.matmul_combine import check_matmul_combine
+from kernels.matmul_combine_norm import check_matmul_combine_norm
+from kernels.matmul_split import check_matmul_split
 from kernels.plan import PlanEntry
 from kernels.rmsnorm import check_rms_norm
 from kernels.rope import check_rope
 from kernels.silu_mul import check_silu_mul
 from kernels.store_kv import check_store_kv
 
-__all__ = ["embedding", "rms_norm", "matmul", "rope", "silu_mul", "store_kv"]
+__all__ = ["embedding", "rms_norm", "matmul", "matmul_split", "matmul_combine", "matmul_combine_norm", "rope",
+           "silu_mul", "store_kv"]
 
 # Bound on the [rows, N, BLOCK_K] product tensor of one matmul step; rows are independent,
 # so splitting them into groups changes no row's arithmetic.
@@ -37,8 +41,13 @@ def rms_norm(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tenso
              residual_out: torch.Tensor, entry: PlanEntry) -> None:
     """Residual add and RMSNorm with the Triton kernel's roundings; sum of squares by tree_sum."""
     check_rms_norm(x, residual, weight, out, residual_out, entry)
+    _norm_rows(x.float() if residual is None else x.float() + residual.float(), weight, out, residual_out, entry)
+
+
+def _norm_rows(summed: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, residual_out: torch.Tensor,
+               entry: PlanEntry) -> None:
+    """``residual_out = round(summed)``, ``out = round(weight * round(residual_out * rsqrt(mean sq + eps)))``."""
     c = entry.constexpr_dict()
-    summed = x.float() if residual is None else x.float() + residual.float()
     rounded = summed.to(out.dtype)
     residual_out.copy_(rounded)
     r = rounded.float()  # r: [T, H]
@@ -47,27 +56,72 @@ def rms_norm(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tenso
     out.copy_((normed * weight.float()).to(out.dtype))
 
 
-def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor,
-           entry: PlanEntry) -> None:
-    """``out = x @ weight.T (+ bias)``: fp32 accumulation over K in BLOCK_K steps, like the kernel.
+def _accumulate(x: torch.Tensor, weight: torch.Tensor, k_start: int, k_end: int, block_k: int,
+                out: torch.Tensor) -> None:
+    """``out = sum over K steps [k_start, k_end) of x @ weight.T`` in fp32, from zero, ascending BLOCK_K steps.
 
     Each step adds ``tree_sum(x[r, k0:k1] * weight[n, k0:k1])`` to ``acc[r, n]``: the order of
-    every product and add is fixed by K and BLOCK_K alone.
+    every product and add is fixed by the K range and BLOCK_K alone.
     """
-    check_matmul(x, weight, bias, out, entry)
-    c = entry.constexpr_dict()
-    block_k, width, depth = c["BLOCK_K"], c["N"], c["K"]
+    # x: [M, K]; weight: [N, K]; out: [M, N] float32
+    width = weight.shape[0]
     xf, wf = x.float(), weight.float()  # xf: [M, K]; wf: [N, K]
     rows_per_group = max(1, _MAX_PRODUCT_ELEMENTS // (width * block_k))
     for r0 in range(0, x.shape[0], rows_per_group):
         xs = xf[r0:r0 + rows_per_group]
         acc = torch.zeros(xs.shape[0], width, dtype=torch.float32)
-        for k0 in range(0, depth, block_k):
-            products = xs[:, None, k0:k0 + block_k] * wf[None, :, k0:k0 + block_k]  # [rows, N, <=BLOCK_K]
+        for k0 in range(k_start, k_end, block_k):
+            k1 = min(k0 + block_k, k_end)
+            products = xs[:, None, k0:k1] * wf[None, :, k0:k1]  # [rows, N, <=BLOCK_K]
             acc = acc + tree_sum(products)
-        if bias is not None:
-            acc = acc + bias.float()
-        out[r0:r0 + rows_per_group].copy_(acc.to(out.dtype))
+        out[r0:r0 + rows_per_group] = acc
+
+
+def _epilogue(acc: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor) -> None:
+    if bias is not None:
+        acc = acc + bias.float()
+    out.copy_(acc.to(out.dtype))
+
+
+def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor,
+           entry: PlanEntry) -> None:
+    """``out = x @ weight.T (+ bias)``: fp32 accumulation over all of K in BLOCK_K steps, like the kernel."""
+    check_matmul(x, weight, bias, out, entry)
+    c = entry.constexpr_dict()
+    acc = torch.empty(x.shape[0], c["N"], dtype=torch.float32)
+    _accumulate(x, weight, 0, c["K"], c["BLOCK_K"], acc)
+    _epilogue(acc, bias, out)
+
+
+def matmul_split(x: torch.Tensor, weight: torch.Tensor, partial: torch.Tensor, entry: PlanEntry) -> None:
+    """``partial[s] = x[:, Ks] @ weight[:, Ks].T`` for the fixed K range Ks of each split s, like the kernel."""
+    check_matmul_split(x, weight, partial, entry)
+    c = entry.constexpr_dict()
+    span = c["K"] // c["SPLITS"]
+    for split in range(c["SPLITS"]):
+        _accumulate(x, weight, split * span, (split + 1) * span, c["BLOCK_K"], partial[split])
+
+
+def matmul_combine(partial: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor, entry: PlanEntry) -> None:
+    """``out = ((partial[0] + partial[1]) + ...) (+ bias)``: ascending split order from partial 0, like the kernel."""
+    check_matmul_combine(partial, bias, out, entry)
+    _epilogue(_fold(partial, entry.constexpr_dict()["SPLITS"]), bias, out)
+
+
+def _fold(partial: torch.Tensor, splits: int) -> torch.Tensor:
+    """``((partial[0] + partial[1]) + ...) + partial[splits - 1]``, starting from partial 0 itself."""
+    acc = partial[0]
+    for split in range(1, splits):
+        acc = acc + partial[split]
+    return acc
+
+
+def matmul_combine_norm(partial: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
+                        residual_out: torch.Tensor, entry: PlanEntry) -> None:
+    """The fold of :func:`matmul_combine` rounded to the activation dtype, then :func:`rms_norm` with the residual."""
+    check_matmul_combine_norm(partial, residual, weight, out, residual_out, entry)
+    branch = _fold(partial, entry.constexpr_dict()["SPLITS"]).to(out.dtype)
+    _norm_rows(branch.float() + residual.float(), weight, out, residual_out, entry)
 
 
 def rope(x: torch.Tensor, positions: torch.Tensor, cos_sin: torch.Tensor, out: torch.Tensor,

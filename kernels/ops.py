@@ -9,6 +9,8 @@ float32 or bfloat16 with fp32 accumulation everywhere.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from kernels import configs, cpu_attention, cpu_ops, metadata
@@ -17,14 +19,17 @@ from kernels.attention_combine import launch_attention_combine
 from kernels.embedding import launch_embedding
 from kernels.launch import metadata_checks_enabled, require
 from kernels.matmul import launch_matmul
+from kernels.matmul_combine import launch_matmul_combine
+from kernels.matmul_combine_norm import launch_matmul_combine_norm
+from kernels.matmul_split import launch_matmul_split, split_partials
 from kernels.rmsnorm import launch_rms_norm
 from kernels.rope import launch_rope
 from kernels.silu_mul import launch_silu_mul
 from kernels.store_kv import launch_store_kv
 from kernels.tensors import dtype_name
 
-__all__ = ["embedding", "rms_norm", "linear", "rope", "silu_mul", "store_kv", "paged_attention", "logits",
-           "token_requests"]
+__all__ = ["Partials", "embedding", "rms_norm", "linear", "linear_unfolded", "select_rows", "rope", "silu_mul",
+           "store_kv", "paged_attention", "logits", "token_requests"]
 
 token_requests = metadata.token_requests
 
@@ -52,10 +57,29 @@ def embedding(token_ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
+@dataclass(frozen=True, slots=True)
+class Partials:
+    """A split-K matmul's output before its fold: fp32 partials [SPLITS, T, N] (see :func:`linear_unfolded`)."""
+
+    partial: torch.Tensor
+
+    @property
+    def num_rows(self) -> int:
+        return self.partial.shape[1]
+
+
+def rms_norm(x: torch.Tensor | Partials, weight: torch.Tensor, eps: float,
              residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(out, residual_out)`` with ``residual_out = x (+ residual)``, ``out = rmsnorm(residual_out) * weight``."""
+    """``(out, residual_out)`` with ``residual_out = x (+ residual)``, ``out = rmsnorm(residual_out) * weight``.
+
+    ``x`` may be the :class:`Partials` of a residual branch (``residual`` then required): its fold
+    runs in the same launch as the residual add and the norm, with the separate fold's bits.
+    """
     # x, residual, out, residual_out: [T, H]; weight: [H]
+    if isinstance(x, Partials):
+        if residual is None:
+            raise ValueError("rms_norm of split-K partials needs the residual they are added to")
+        return _fold_norm(x, weight, eps, residual)
     entry = require(configs.rms_norm_config(hidden_size=x.shape[-1], eps=eps, has_residual=residual is not None,
                                             dtype=dtype_name(x.dtype)))
     out, residual_out = torch.empty_like(x, memory_format=torch.contiguous_format), \
@@ -68,19 +92,60 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
     return out, residual_out
 
 
+def _fold_norm(x: Partials, weight: torch.Tensor, eps: float,
+               residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    entry = require(configs.matmul_combine_norm_config(hidden_size=residual.shape[-1], splits=x.partial.shape[0],
+                                                       eps=eps, dtype=dtype_name(residual.dtype)))
+    out = torch.empty(residual.shape, dtype=residual.dtype, device=residual.device)
+    residual_out = torch.empty_like(out)
+    if _on_cuda(x.partial, weight, residual):
+        launch_matmul_combine_norm(x.partial, residual, weight, out, residual_out, entry)
+    else:
+        cpu_ops.matmul_combine_norm(x.partial, residual, weight, out, residual_out, entry)
+    return out, residual_out
+
+
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
            out_dtype: torch.dtype | None = None) -> torch.Tensor:
-    """``x`` [T, K] @ ``weight`` [N, K]^T (+ ``bias`` [N]) -> [T, N] in ``out_dtype`` (default x.dtype)."""
+    """``x`` [T, K] @ ``weight`` [N, K]^T (+ ``bias`` [N]) -> [T, N] in ``out_dtype`` (default x.dtype).
+
+    One launch, or for weights with a fixed split-K (kernels/configs.py ``matmul_splits``) two:
+    fp32 partials of the K ranges, then their fold in ascending split order with the bias.
+    """
     out_dtype = x.dtype if out_dtype is None else out_dtype
-    entry = require(configs.matmul_config(n=weight.shape[0], k=weight.shape[-1], dtype=dtype_name(weight.dtype),
-                                          has_bias=bias is not None, out_dtype=dtype_name(out_dtype)))
+    planned = configs.linear_configs(n=weight.shape[0], k=weight.shape[-1], dtype=dtype_name(weight.dtype),
+                                     has_bias=bias is not None, out_dtype=dtype_name(out_dtype))
+    entries = [require(c) for c in planned]
     out = torch.empty(x.shape[0], weight.shape[0], dtype=out_dtype, device=x.device)
-    tensors = (x, weight) if bias is None else (x, weight, bias)
-    if _on_cuda(*tensors):
-        launch_matmul(x, weight, bias, out, entry)
-    else:
-        cpu_ops.matmul(x, weight, bias, out, entry)
+    on_cuda = _on_cuda(x, weight) if bias is None else _on_cuda(x, weight, bias)
+    if len(entries) == 1:
+        (launch_matmul if on_cuda else cpu_ops.matmul)(x, weight, bias, out, entries[0])
+        return out
+    split, combine = entries
+    partial = split_partials(x, split)  # [SPLITS, T, N] fp32
+    (launch_matmul_split if on_cuda else cpu_ops.matmul_split)(x, weight, partial, split)
+    (launch_matmul_combine if on_cuda else cpu_ops.matmul_combine)(partial, bias, out, combine)
     return out
+
+
+def linear_unfolded(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor | Partials:
+    """``x @ weight.T`` of a residual branch: the output [T, N], or for a split-K weight its
+    :class:`Partials`, which the :func:`rms_norm` after the branch folds (one launch fewer)."""
+    planned = configs.linear_configs(n=weight.shape[0], k=weight.shape[-1], dtype=dtype_name(weight.dtype),
+                                     has_bias=False, out_dtype=dtype_name(weight.dtype))
+    if len(planned) == 1:
+        return linear(x, weight)
+    split = require(planned[0])
+    partial = split_partials(x, split)  # [SPLITS, T, N] fp32
+    (launch_matmul_split if _on_cuda(x, weight) else cpu_ops.matmul_split)(x, weight, partial, split)
+    return Partials(partial)
+
+
+def select_rows(x: torch.Tensor | Partials, rows: torch.Tensor) -> torch.Tensor | Partials:
+    """Rows ``rows`` [S] int64 of ``x`` (of each split's partial for :class:`Partials`): an exact gather."""
+    if isinstance(x, Partials):
+        return Partials(x.partial.index_select(1, rows))
+    return x.index_select(0, rows)
 
 
 def logits(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

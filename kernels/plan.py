@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from evidence_db.canonical import digest_of, file_digest
-from kernels.configs import (LaunchConfig, attention_combine_config, embedding_config, matmul_config,
-                             paged_attention_config, rms_norm_config, rope_config, silu_mul_config, store_kv_config)
+from kernels.configs import (LaunchConfig, attention_combine_config, embedding_config, linear_configs,
+                             matmul_combine_norm_config, matmul_splits, paged_attention_config, rms_norm_config,
+                             rope_config, silu_mul_config, store_kv_config)
 from kernels.shapes import PRESETS, ModelShape, preset
 
 __all__ = ["PlanEntry", "SealedPlan", "plan_for", "preset_plan", "KERNEL_SOURCES", "CPU_SOURCES", "REPO_ROOT"]
@@ -31,6 +32,10 @@ KERNEL_SOURCES: dict[str, tuple[str, str, str]] = {
     "embedding": ("kernels.embedding", "embedding_kernel", "kernels.cpu_ops.embedding"),
     "rms_norm": ("kernels.rmsnorm", "rms_norm_kernel", "kernels.cpu_ops.rms_norm"),
     "matmul": ("kernels.matmul", "matmul_kernel", "kernels.cpu_ops.matmul"),
+    "matmul_split": ("kernels.matmul_split", "matmul_split_kernel", "kernels.cpu_ops.matmul_split"),
+    "matmul_combine": ("kernels.matmul_combine", "matmul_combine_kernel", "kernels.cpu_ops.matmul_combine"),
+    "matmul_combine_norm": ("kernels.matmul_combine_norm", "matmul_combine_norm_kernel",
+                            "kernels.cpu_ops.matmul_combine_norm"),
     "rope": ("kernels.rope", "rope_kernel", "kernels.cpu_ops.rope"),
     "silu_mul": ("kernels.silu_mul", "silu_mul_kernel", "kernels.cpu_ops.silu_mul"),
     "store_kv": ("kernels.store_kv", "store_kv_kernel", "kernels.cpu_ops.store_kv"),
@@ -194,10 +199,16 @@ def _configs_for(shape: ModelShape) -> list[tuple[LaunchConfig, str]]:
     if s.has_qk_norm:  # q and k heads normalised as [T * heads, head_dim] rows
         configs.append((rms_norm_config(hidden_size=s.head_dim, eps=s.rms_norm_eps, has_residual=False,
                                         dtype=dt), "qk_norm"))
-    for role, n, k, has_bias in weights:
-        configs.append((matmul_config(n=n, k=k, dtype=dt, has_bias=has_bias, out_dtype=dt), role))
-    configs.append((matmul_config(n=s.vocab_size, k=s.hidden_size, dtype=dt, has_bias=False,
-                                  out_dtype="float32"), "lm_head"))
+    weights.append(("lm_head", s.vocab_size, s.hidden_size, False))
+    for role, n, k, has_bias in weights:  # one launch, or a fixed split-K pair (kernels/configs.py)
+        out_dtype = "float32" if role == "lm_head" else dt
+        configs.extend((c, role) for c in linear_configs(n=n, k=k, dtype=dt, has_bias=has_bias, out_dtype=out_dtype))
+        # A split residual branch's partials are folded by the residual norm after it (kernels/ops.py);
+        # a biased one (o_proj with attention_bias) by its own combine, which adds the bias.
+        splits = matmul_splits(n=n, k=k, dtype=dt)
+        if role in ("o_proj", "down_proj") and splits > 1 and not has_bias:
+            configs.append((matmul_combine_norm_config(hidden_size=s.hidden_size, splits=splits, eps=s.rms_norm_eps,
+                                                       dtype=dt), f"{role}_fold"))
     configs.append((rope_config(head_dim=s.head_dim, dtype=dt), "rope"))
     configs.append((silu_mul_config(intermediate_size=s.intermediate_size, dtype=dt), "silu_mul"))
     configs.append((store_kv_config(num_kv_heads=s.num_kv_heads, head_dim=s.head_dim,

@@ -4,7 +4,10 @@
 (torch's default path) whose K dimension is split into ``1 + rows % 4`` partial sums: the result
 of a row depends on how many rows share the launch, the defect batch-invariant kernels exist to
 prevent. The original op still runs first, so plan admission and launch recording see the same
-launches as an unperturbed engine; only the values change.
+launches as an unperturbed engine; only the values change. A residual branch whose weight runs the
+fixed split-K pair (``kernels.ops.linear_unfolded`` returning partials that the next norm folds)
+is left unperturbed, so its launches stay those of the engine; every other projection (qkv and
+gate/up always, o and down when they are not split) goes through the perturbed op.
 """
 
 from __future__ import annotations

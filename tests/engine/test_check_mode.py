@@ -120,6 +120,23 @@ def test_a_missing_launch_breaks_kernel_configuration(tiny_dir, monkeypatch):
         engine.step()
 
 
+def test_a_split_k_partial_whose_fold_is_missing_breaks_kernel_configuration(tiny_dir, monkeypatch):
+    engine = checked_engine(tiny_dir)
+    real_collect = engine.runner.collect
+
+    def collect_dropping_folds(launched):
+        logits = real_collect(launched)
+        # tiny's o and down projections leave split-K partials that the next residual norm folds
+        assert any(r.kernel == "matmul_combine_norm" for r in engine.runner.last_launches)
+        engine.runner.last_launches[:] = [r for r in engine.runner.last_launches if r.kernel != "matmul_combine_norm"]
+        return logits
+
+    monkeypatch.setattr(engine.runner, "collect", collect_dropping_folds)
+    engine.add_request([1, 2, 3], PARAMS)
+    with pytest.raises(KernelConfigViolation, match="launch counts"):
+        engine.step()
+
+
 def test_a_wrong_reference_count_breaks_layout_consistency(tiny_dir):
     engine = engine_with_cached_donor(tiny_dir)
     engine.add_request([1, 2, 3, 4, 5, 6], PARAMS)

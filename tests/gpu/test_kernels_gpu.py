@@ -16,6 +16,8 @@ import torch
 from kernels import ops
 from kernels.launch import use_plan
 from kernels.matmul import matmul_kernel
+from kernels.matmul_combine import matmul_combine_kernel
+from kernels.matmul_split import matmul_split_kernel
 from kernels.plan import plan_for, preset_plan
 from kernels.shapes import preset
 from tests.kernels import reference
@@ -160,16 +162,39 @@ def test_llama_1b_accuracy_against_float64():
 
 
 def test_matmul_compiles_once_for_every_batch_size():
-    """``do_not_specialize`` on M: one binary serves M = 1 .. 4096 (no M-keyed specialisation)."""
-    caches = getattr(matmul_kernel, "device_caches", None)
-    if caches is None:
+    """``do_not_specialize`` on M: one binary per kernel serves M = 1 .. 4096 (no M-keyed specialisation),
+    for the one-launch matmul (gate_up) and both halves of the split-K pair (o_proj)."""
+    kernels = (matmul_kernel, matmul_split_kernel, matmul_combine_kernel)
+    if any(getattr(k, "device_caches", None) is None for k in kernels):
         pytest.skip("this Triton version has no JITFunction.device_caches to inspect")
     plan = preset_plan("llama-1b")
-    w = torch.randn(2048, 2048, device=DEVICE).bfloat16()
+    weights = [torch.randn(n, 2048, device=DEVICE).bfloat16() for n in (16384, 2048)]
     with use_plan(plan, check_metadata=False):
-        ops.linear(torch.randn(1, 2048, device=DEVICE).bfloat16(), w)
+        for w in weights:
+            ops.linear(torch.randn(1, 2048, device=DEVICE).bfloat16(), w)
         device = torch.cuda.current_device()
-        before = len(caches[device][0])
+        before = [len(k.device_caches[device][0]) for k in kernels]
+        assert all(before), "a kernel of the split-K pair or the one-launch matmul did not run"
         for m in (2, 3, 16, 63, 64, 65, 1000, 4096):
-            ops.linear(torch.randn(m, 2048, device=DEVICE).bfloat16(), w)
-        assert len(caches[device][0]) == before
+            for w in weights:
+                ops.linear(torch.randn(m, 2048, device=DEVICE).bfloat16(), w)
+        assert [len(k.device_caches[device][0]) for k in kernels] == before
+
+
+def test_llama_1b_folded_residual_norm_has_the_two_launch_bits():
+    """down_proj's split-K partials folded by the next residual norm (one launch) give the bits of the
+    separate combine and norm (two), at decode and prefill row counts."""
+    from tests.kernels.invariance import bits_equal
+    plan = preset_plan("llama-1b")
+    gen = torch.Generator().manual_seed(13)
+    w = (torch.randn(2048, 8192, generator=gen) / 90).bfloat16().to(DEVICE)
+    norm_w = (torch.rand(2048, generator=gen) + 0.5).bfloat16().to(DEVICE)
+    with use_plan(plan):
+        for rows in (1, 4, 37, 300):
+            x = torch.randn(rows, 8192, generator=gen).bfloat16().to(DEVICE)
+            residual = (torch.randn(rows, 2048, generator=gen) * 2).bfloat16().to(DEVICE)
+            branch = ops.linear_unfolded(x, w)
+            assert isinstance(branch, ops.Partials)
+            fused = ops.rms_norm(branch, norm_w, plan.shape.rms_norm_eps, residual)
+            separate = ops.rms_norm(ops.linear(x, w), norm_w, plan.shape.rms_norm_eps, residual)
+            assert all(bits_equal(a.cpu(), b.cpu()) for a, b in zip(fused, separate)), rows

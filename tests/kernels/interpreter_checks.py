@@ -30,12 +30,15 @@ from typing import Callable
 
 import torch
 
-from kernels import configs, cpu_ops, metadata
+from kernels import configs, cpu_ops, metadata, ops
 from kernels.attention import launch_attention_partial, split_scratch
 from kernels.attention_combine import launch_attention_combine
 from kernels.embedding import launch_embedding
 from kernels.launch import require, use_plan
 from kernels.matmul import launch_matmul
+from kernels.matmul_combine import launch_matmul_combine
+from kernels.matmul_combine_norm import launch_matmul_combine_norm
+from kernels.matmul_split import launch_matmul_split, split_partials
 from kernels.plan import plan_for
 from kernels.rmsnorm import launch_rms_norm
 from kernels.rope import launch_rope
@@ -48,7 +51,8 @@ from tests.kernels.attention_cases import Step, make_request, run_steps, schedul
 from tests.kernels.invariance import Case, bits_equal, fill_rows, row_invariance_failures
 
 # Small enough for the interpreter: 2 query heads share 1 KV head, 16-slot pages.
-SHAPE = ModelShape(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=32,
+# The down projection (N = 32, K = 128) takes the fixed split-K pair in float32.
+SHAPE = ModelShape(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16, intermediate_size=128,
                    vocab_size=64, page_size=16)
 CASES = [Case(2, 0, "random", 1), Case(5, 3, "nan", 2), Case(9, 6, "huge", 3), Case(17, 0, "zero", 4)]
 
@@ -63,6 +67,17 @@ def triton_linear(x: torch.Tensor, weight: torch.Tensor, out_dtype: torch.dtype 
                                           has_bias=False, out_dtype=dtype_name(out_dtype)))
     out = torch.empty(x.shape[0], weight.shape[0], dtype=out_dtype)
     launch_matmul(x, weight, None, out, entry)
+    return out
+
+
+def triton_split_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The plan's split-K pair, launched as ops.linear launches it on CUDA."""
+    split, combine = (require(c) for c in configs.linear_configs(
+        n=weight.shape[0], k=weight.shape[1], dtype=dtype_name(x.dtype), has_bias=False, out_dtype=dtype_name(x.dtype)))
+    partial = split_partials(x, split)
+    out = torch.empty(x.shape[0], weight.shape[0], dtype=x.dtype)
+    launch_matmul_split(x, weight, partial, split)
+    launch_matmul_combine(partial, None, out, combine)
     return out
 
 
@@ -103,6 +118,41 @@ def check_matmul(dtype: torch.dtype) -> str:
     return "rows equal at every in-tile offset"
 
 
+def check_matmul_split(dtype: torch.dtype) -> str:
+    if dtype == torch.bfloat16:
+        raise Unsupported("Triton 3.6's interpreter multiplies bf16 tl.dot operands as their raw uint16 "
+                          "bit patterns (create_dot has no bf16 conversion); bf16 split matmul runs in tests/gpu")
+    gen = torch.Generator().manual_seed(9)
+    n, k = SHAPE.hidden_size, SHAPE.intermediate_size
+    x, w = fill_rows("random", (40, k), dtype, gen), (torch.randn(n, k, generator=gen) / 11).to(dtype)
+    got = triton_split_linear(x, w)
+    reference.assert_close(got, reference.linear(x, w), dtype, what="interpreted split matmul")
+    # The interpreter's dot here is the CPU path's product tree, so the same split arithmetic is the same bits.
+    assert bits_equal(got, ops.linear(x, w)), "the interpreted split-K pair differs from the CPU path"
+    block_m = configs.matmul_split_config(n=n, k=k, dtype=dtype_name(dtype)).constexpr_dict()["BLOCK_M"]
+    cases = [Case(block_m + 3, block_m, "random", 5), Case(2 * block_m, 0, "nan", 6), Case(3, 0, "zero", 7),
+             Case(9, 5, "huge", 8)]
+    failures = row_invariance_failures(lambda rows: triton_split_linear(rows, w), (x[:2],),
+                                       lambda kind, rows, g: (fill_rows(kind, (rows, k), dtype, g),), cases)
+    assert not failures, failures
+    fold = require(configs.matmul_combine_norm_config(hidden_size=n, splits=split_count(n, k, dtype),
+                                                      eps=SHAPE.rms_norm_eps, dtype=dtype_name(dtype)))
+    residual, norm_w = fill_rows("random", (40, n), dtype, gen), (torch.rand(n, generator=gen) + 0.5).to(dtype)
+    partial = ops.linear_unfolded(x, w).partial  # the CPU path's partials
+    fused = torch.empty(40, n, dtype=dtype), torch.empty(40, n, dtype=dtype)
+    launch_matmul_combine_norm(partial, residual, norm_w, *fused, fold)
+    norm = require(configs.rms_norm_config(hidden_size=n, eps=SHAPE.rms_norm_eps, has_residual=True,
+                                           dtype=dtype_name(dtype)))
+    separate = torch.empty(40, n, dtype=dtype), torch.empty(40, n, dtype=dtype)
+    launch_rms_norm(got, residual, norm_w, *separate, norm)  # the interpreter's tl.sum in both
+    assert all(bits_equal(a, b) for a, b in zip(fused, separate)), "the interpreted fold + norm differs"
+    return "split-K rows equal at every in-tile offset and equal to the CPU path bitwise; fold + norm too"
+
+
+def split_count(n: int, k: int, dtype: torch.dtype) -> int:
+    return configs.matmul_splits(n=n, k=k, dtype=dtype_name(dtype))
+
+
 def check_rowwise(dtype: torch.dtype) -> str:
     gen = torch.Generator().manual_seed(1)
     h, eps = SHAPE.hidden_size, SHAPE.rms_norm_eps
@@ -128,8 +178,9 @@ def check_rowwise(dtype: torch.dtype) -> str:
         out = torch.empty(gu.shape[0], gu.shape[1] // 2, dtype=dtype)
         launch_silu_mul(gu, out, silu_entry)
         return out
-    gate_up = (fill_rows("random", (2, 64), dtype, gen) * 4,)
-    failures += row_invariance_failures(silu, gate_up, lambda k, n, g: (fill_rows(k, (n, 64), dtype, g),), CASES)
+    width = 2 * SHAPE.intermediate_size
+    gate_up = (fill_rows("random", (2, width), dtype, gen) * 4,)
+    failures += row_invariance_failures(silu, gate_up, lambda k, n, g: (fill_rows(k, (n, width), dtype, g),), CASES)
     reference.assert_close(silu(*gate_up), reference.silu_mul(*gate_up), dtype, what="silu_mul")
 
     rope_entry = require(configs.rope_config(head_dim=SHAPE.head_dim, dtype=dtype_name(dtype)))
@@ -204,7 +255,7 @@ def check_attention(dtype: torch.dtype) -> str:
 
 
 CHECKS: dict[str, Callable[[torch.dtype], str]] = {
-    "matmul": check_matmul, "rowwise": check_rowwise, "store_kv": check_store_kv, "attention": check_attention,
+    "matmul": check_matmul, "matmul_split": check_matmul_split, "rowwise": check_rowwise, "store_kv": check_store_kv, "attention": check_attention,
     "attention_small_pages": check_attention_small_pages}
 DTYPES = ("float32", "bfloat16")
 

@@ -16,7 +16,8 @@ from kernels.shapes import ModelShape
 from tests.kernels.invariance import fill_rows
 from tests.kernels.reference import rope_table
 
-ROWWISE_OPS = ("linear", "linear_bias", "logits", "rms_norm", "rms_norm_residual", "rope", "silu_mul", "embedding")
+ROWWISE_OPS = ("linear", "linear_bias", "linear_down", "down_fold_norm", "logits", "rms_norm", "rms_norm_residual",
+               "rope", "silu_mul", "embedding")
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,20 @@ def scenario(op: str, shape: ModelShape, dtype: torch.dtype, seed: int, *, num_s
         make = rows(hidden)
         return Scenario(lambda x: ops.linear(padded(x, pad), weight, bias), (make("random", num_selected, gen),),
                         single(make), shape)
+    if op == "linear_down":  # the down projection: a fixed split-K pair in the tiny and llama-1b plans
+        weight = _weights(gen, dtype, hidden, shape.intermediate_size, device=device)
+        make = rows(shape.intermediate_size)
+        return Scenario(lambda x: ops.linear(padded(x, pad), weight), (make("random", num_selected, gen),),
+                        single(make), shape)
+    if op == "down_fold_norm":  # down's split-K partials folded by the residual norm after it
+        weight = _weights(gen, dtype, hidden, shape.intermediate_size, device=device)
+        norm_weight = (torch.rand(hidden, generator=gen) + 0.5).to(dtype).to(device)
+        make_x, make_res = rows(shape.intermediate_size), rows(hidden)
+
+        def fold_norm(x, res):
+            return ops.rms_norm(ops.linear_unfolded(padded(x, pad), weight), norm_weight, shape.rms_norm_eps, res)
+        return Scenario(fold_norm, (make_x("random", num_selected, gen), make_res("random", num_selected, gen)),
+                        lambda kind, count, g: (make_x(kind, count, g), make_res(kind, count, g)), shape)
     if op == "logits":
         weight = _weights(gen, dtype, shape.vocab_size, hidden, device=device)
         make = rows(hidden)

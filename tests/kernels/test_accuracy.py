@@ -71,3 +71,4 @@ def test_paged_attention(plan):
         request = make_request(length, s.num_heads, s.num_kv_heads, s.head_dim, dtype, _gen(length))
         got = run_steps([Step(request, 0, length)], page_size=s.page_size, scale=scale, gen=_gen(length))[0]
         reference.assert_close(got, reference.attention(request, scale), dtype, what=f"attention L={length}")
+

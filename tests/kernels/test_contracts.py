@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels import ops
+from kernels import cpu_ops, ops
 
 CACHE = (4, 16, 2, 16)  # [num_pages, page_size, Hkv, D] of the tiny shape
 
@@ -49,3 +49,32 @@ def _attention(**overrides):
 def test_malformed_launches_are_refused_before_any_work(plan_fp32, call, message):
     with pytest.raises(AssertionError, match=message.replace("(", r"\(").replace(")", r"\)")):
         call()
+
+
+def _split_entries():
+    from kernels import configs
+    from kernels.launch import require
+
+    split, combine = (require(c) for c in configs.linear_configs(n=64, k=128, dtype="float32", has_bias=False,
+                                                                  out_dtype="float32"))
+    fold = require(configs.matmul_combine_norm_config(hidden_size=64, splits=4, eps=1e-5, dtype="float32"))
+    return split, combine, fold
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda s, c, f: cpu_ops.matmul_split(torch.zeros(2, 128), torch.zeros(64, 128), torch.zeros(2, 2, 64), s),
+     "is not (SPLITS, M, N) = (4, 2, 64)"),
+    (lambda s, c, f: cpu_ops.matmul_split(torch.zeros(2, 128), torch.zeros(64, 128),
+                                          torch.zeros(4, 2, 64, dtype=torch.bfloat16), s), "contiguous float32"),
+    (lambda s, c, f: cpu_ops.matmul_combine(torch.zeros(4, 64, 2).transpose(1, 2), None, torch.zeros(2, 64), c),
+     "contiguous float32"),
+    (lambda s, c, f: cpu_ops.matmul_combine(torch.zeros(4, 2, 64), torch.zeros(64), torch.zeros(2, 64), c),
+     "HAS_BIAS=False"),
+    (lambda s, c, f: cpu_ops.matmul_combine_norm(torch.zeros(4, 3, 64), torch.zeros(2, 64), torch.ones(64),
+                                                 torch.zeros(2, 64), torch.zeros(2, 64), f), "is not (SPLITS, T, H)"),
+    (lambda s, c, f: cpu_ops.matmul_combine_norm(torch.zeros(4, 2, 64), torch.zeros(2, 64), torch.ones(64),
+                                                 torch.zeros(64, 2).T, torch.zeros(2, 64), f), "must be contiguous"),
+], ids=["partial-shape", "partial-dtype", "combine-layout", "combine-bias", "fold-rows", "fold-output"])
+def test_malformed_split_k_launches_are_refused(plan_fp32, call, message):
+    with pytest.raises(AssertionError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        call(*_split_entries())

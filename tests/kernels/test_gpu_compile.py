@@ -24,9 +24,10 @@ _INDEX_POINTERS = {("embedding", "ids_ptr"): "*i64", ("store_kv", "slot_ptr"): "
                    **{(kernel, name): "*i32" for kernel in ("paged_attention", "attention_combine")
                       for name in ("query_start_ptr", "seq_lens_ptr", "seq_idx_ptr")},
                    ("paged_attention", "block_table_ptr"): "*i32",
-                   # the segment states are fp32 scratch in every dtype
+                   # the segment states and split-K partials are fp32 scratch in every dtype
                    **{(kernel, name): "*fp32" for kernel in ("paged_attention", "attention_combine")
-                      for name in ("m_ptr", "l_ptr", "acc_ptr")}}
+                      for name in ("m_ptr", "l_ptr", "acc_ptr")},
+                   ("matmul_split", "partial_ptr"): "*fp32", ("matmul_combine", "partial_ptr"): "*fp32"}
 
 
 def compile_for_sm90(entry: PlanEntry):
@@ -40,7 +41,7 @@ def compile_for_sm90(entry: PlanEntry):
             continue
         if param.name.endswith("_ptr"):
             kind = _INDEX_POINTERS.get((entry.kernel, param.name), _POINTERS[dtype])
-            if entry.kernel == "matmul" and param.name == "out_ptr":
+            if entry.kernel in ("matmul", "matmul_combine") and param.name == "out_ptr":
                 kind = _POINTERS[entry.constexpr_dict()["OUT_DTYPE"]]
             signature[param.name] = kind
         else:
@@ -59,5 +60,5 @@ def test_llama_1b_entries_compile_for_sm90(key):
     entry = preset_plan("llama-1b").entry(key)
     compiled = compile_for_sm90(entry)
     assert compiled.asm["cubin"], key
-    if entry.kernel == "matmul":
+    if entry.kernel in ("matmul", "matmul_split"):
         assert "wgmma" in compiled.asm["ptx"], f"{key} does not use Hopper warpgroup MMA"

@@ -73,7 +73,7 @@ def _layer_launches(num_tokens: int, kv_length: int) -> frozenset[tuple]:
 
 def test_configurations_do_not_change_with_token_count_or_kv_length():
     launched = {_layer_launches(t, kv) for t, kv in [(1, 1), (1, 63), (7, 40), (33, 33), (64, 130)]}
-    assert len(launched) == 1 and len(next(iter(launched))) == 9  # 9 distinct configurations per layer
+    assert len(launched) == 1 and len(next(iter(launched))) == 10  # 10 per layer: o_proj runs the split-K pair
 
 
 def test_metadata_checks_reject_bad_index_tensors(plan_fp32):

@@ -82,12 +82,51 @@ def test_config_functions_take_no_batch_dependent_argument():
             assert params and not [p for p in params if forbidden.search(p)], f"{name}{params}"
             checked += 1
     assert checked == len(configs.KERNELS)
+    for fn in (configs.matmul_splits, configs.linear_configs):
+        assert set(inspect.signature(fn).parameters) <= {"n", "k", "dtype", "has_bias", "out_dtype"}, fn
+
+
+def test_llama_1b_narrow_matmuls_split_k_four_ways_and_wide_ones_do_not():
+    plan = preset_plan("llama-1b")
+    roles = {role: e for e in plan.entries for role in e.roles if e.kernel in ("matmul", "matmul_split")}
+    for role in ("qkv_proj", "o_proj", "down_proj"):
+        c = roles[role].constexpr_dict()
+        assert roles[role].kernel == "matmul_split" and c["SPLITS"] == 4, role
+        assert c["K"] % (c["SPLITS"] * c["BLOCK_K"]) == 0, role  # every split is whole BLOCK_K steps
+        combine = plan.entry(f"matmul_combine.n{c['N']}_s4").constexpr_dict()
+        assert combine["SPLITS"] == 4 and combine["N"] == c["N"]
+    for role in ("gate_up_proj", "lm_head"):
+        assert roles[role].kernel == "matmul", role
+    # the sealed record (and so D's kernel_plan) names the splits: a changed split count changes the digest
+    sealed = {e["key"]: e for e in plan.as_dict()["entries"]}
+    assert sealed["matmul_split.n3072_k2048_s4"]["constexprs"]["SPLITS"] == 4
+    assert sealed["matmul_combine_norm.h2048_s4"]["roles"] == ["down_proj_fold", "o_proj_fold"]
+
+
+def test_float32_plans_exercise_the_split_path_on_the_tiny_preset():
+    plan = preset_plan("tiny")
+    split = {role: e for e in plan.entries if e.kernel == "matmul_split" for role in e.roles}
+    assert {"o_proj", "down_proj"} <= set(split)
+    steps = {role: e.constexpr_dict()["K"] // e.constexpr_dict()["SPLITS"] // e.constexpr_dict()["BLOCK_K"]
+             for role, e in split.items()}
+    assert steps["o_proj"] == 1 and steps["down_proj"] == 2 and split["down_proj"].constexpr_dict()["SPLITS"] == 4
+
+
+@pytest.mark.parametrize("n,k,dtype", [(3072, 2048, "bfloat16"), (2048, 8192, "bfloat16"), (64, 128, "float32")])
+def test_the_split_is_the_same_launch_pair_for_every_use_of_a_weight(n, k, dtype):
+    first = configs.linear_configs(n=n, k=k, dtype=dtype, has_bias=False, out_dtype=dtype)
+    assert [c.kernel for c in first] == ["matmul_split", "matmul_combine"]
+    assert first == configs.linear_configs(n=n, k=k, dtype=dtype, has_bias=False, out_dtype=dtype)
+    with pytest.raises(ValueError, match="not split"):
+        configs.matmul_split_config(n=16384, k=2048, dtype="bfloat16")
+    with pytest.raises(ValueError, match="at least 2 splits"):
+        configs.matmul_combine_config(n=n, splits=1, dtype=dtype, has_bias=False, out_dtype=dtype)
 
 
 def test_llama_1b_matmul_tiles_spread_decode_over_the_gpu():
     plan = preset_plan("llama-1b")
     for entry in plan.entries:
-        if entry.kernel != "matmul":
+        if entry.kernel not in ("matmul", "matmul_split"):
             continue
         c = entry.constexpr_dict()
         assert c["BLOCK_M"] == 64 and c["BLOCK_N"] >= 32 and c["BLOCK_K"] >= 64

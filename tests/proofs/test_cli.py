@@ -13,15 +13,15 @@ runner = CliRunner()
 
 def test_plan_entry_verified_as_json_and_bundle(tmp_path):
     out = tmp_path / "proofs.jsonl"
-    result = runner.invoke(app, ["verify", "--plan", "tiny", "--key", "matmul.n64_k64", "--out", str(out), "--json"])
+    result = runner.invoke(app, ["verify", "--plan", "tiny", "--key", "matmul.n128_k64", "--out", str(out), "--json"])
     assert result.exit_code == 0, result.output
     (entry,) = json.loads(result.stdout)
-    assert entry["verdict"] == "VERIFIED" and entry["key"] == "matmul.n64_k64"
+    assert entry["verdict"] == "VERIFIED" and entry["key"] == "matmul.n128_k64"
     records = [json.loads(line) for line in out.read_text().splitlines()]
     for record in records:
         validate_evidence(record)
     proof = next(r for r in records if r["category"] == "kernel_proof")
-    assert proof["obligation"] == "kernel.matmul.n64_k64.contract" and proof["status"] == "pass"
+    assert proof["obligation"] == "kernel.matmul.n128_k64.contract" and proof["status"] == "pass"
     assert proof["subjects"][0]["uri"] == "code:kernels/matmul.py"
     assert proof["details"]["verifier_version"] and proof["details"]["triton_version"]
     assert proof["deployment"]["fields"]["kernel_plan"]["name"] == "tiny"

@@ -24,6 +24,11 @@ CASES = [
     ("head_group_rows_from_grid", "gqa_attention_kernel", {}, "at most one writer"),
     ("split_partial_sized_by_block", "attention_partial_kernel", {}, "folds live elements of q_ptr"),
     ("split_combine_past_segment", "attention_combine_kernel", {}, "element of m_ptr is related (index)"),
+    ("split_count_from_m", "matmul_split_kernel", {}, "folds live elements of x_ptr"),
+    ("combine_order_from_m", "matmul_combine_kernel", {}, "element of partial_ptr is related (index)"),
+    ("split_atomic_combine", "matmul_split_atomic_kernel", {}, "atomic accumulation"),
+    ("combine_other_row", "matmul_combine_kernel", {}, "element of partial_ptr is related (index)"),
+    ("combine_norm_first_row_statistic", "matmul_combine_norm_kernel", {}, "element of partial_ptr is related (index)"),
 ]
 
 
@@ -48,3 +53,15 @@ def test_two_writers_counterexample_has_two_program_ids(verify):
     result = verify(MUTANTS / "split_k_from_m.py", "matmul_split_k")
     launch = result.counterexample["B"]
     assert launch["pid2"] != launch["pid2'"], "the two writers differ in their split index"
+
+
+def test_split_count_counterexample_names_the_two_split_counts(verify):
+    result = verify(MUTANTS / "split_count_from_m.py", "matmul_split_kernel")
+    assert {result.counterexample["A"]["constexprs"]["SPLITS"], result.counterexample["B"]["constexprs"]["SPLITS"]} \
+        == {2, 4}
+
+
+def test_combine_order_counterexample_puts_one_launch_on_each_side_of_the_switch(verify):
+    result = verify(MUTANTS / "combine_order_from_m.py", "matmul_combine_kernel")
+    sizes = sorted(result.counterexample[launch]["M"] for launch in ("A", "B"))
+    assert sizes[0] <= 64 < sizes[1], sizes

@@ -1,0 +1,62 @@
+"""bench/engine_gpu.py's decode-step profile: kernel grouping and its markdown, without a GPU."""
+
+from __future__ import annotations
+
+from bench.engine_gpu_profile import _family, profile_markdown
+from bench.engine_gpu_report import markdown
+from kernels.shapes import preset
+
+
+def test_profiler_events_group_by_plan_kernel():
+    assert _family("matmul_kernel") == "matmul"
+    assert _family("matmul_split_kernel") == "matmul_split" and _family("matmul_combine_kernel") == "matmul_combine"
+    assert _family("attention_partial_kernel") == "paged_attention"
+    assert _family("void at::native::vectorized_elementwise_kernel<4, ...>") == "torch"
+
+
+def _profile() -> dict:
+    split = [{"kernel": "matmul_split", "calls_per_step": 48, "us_per_step": 300.0, "share": 0.75},
+             {"kernel": "matmul_combine", "calls_per_step": 48, "us_per_step": 100.0, "share": 0.25}]
+    return {"0": {"context": 0, "batch": 4, "plan_launches_per_step": 227,
+                  "plan_launches_by_kernel": {"matmul_combine": 48, "matmul_split": 48},
+                  "cuda_kernels_per_step": 230, "kernel_us_per_step": 400.0, "graph_gpu_ms": 0.9, "split": split,
+                  "kernels": []},
+            "4096": {"skipped": "time budget (3 s left)"}}
+
+
+def test_profile_markdown_reports_launches_and_the_split_per_context():
+    text = "\n".join(profile_markdown(_profile()))
+    assert "227 plan launches a step (matmul_combine 48, matmul_split 48)" in text
+    assert "230 CUDA kernels a step" in text and "graph replay 0.900 ms" in text
+    assert "| matmul_split | 48 | 300.0 | 75% |" in text
+    assert "context 4096: time budget (3 s left)" in text
+    assert profile_markdown(None) == ["not run"]
+    skipped = "the engine runs without CUDA graphs"
+    assert profile_markdown({"skipped": skipped}) == [skipped]
+
+
+def test_the_benchmark_summary_has_the_profile_section():
+    results = {"environment": {"torch": "2", "triton": "3"}, "parts": {"decode_profile": {"result": _profile()}},
+               "config": {"quick": True, "contexts": [0], "batch": 4, "new_tokens": 8, "hf_new_tokens": 3,
+                          "repeats": 1}}
+    text = markdown(results, preset("llama-1b"))
+    assert "## Decode step: launches and GPU time by kernel" in text and "227 plan launches a step" in text
+
+
+def test_the_compiled_baseline_model_is_the_eager_loops_model(tmp_path):
+    """The static-cache step (what torch.compile compiles) gives the eager loop's greedy tokens from position 0."""
+    import torch
+
+    from bench.engine_gpu_baselines import _TorchLlama
+    from bench.engine_gpu_compiled import _StaticCacheLlama
+    from engine.checkpoint import make_checkpoint
+
+    model_dir = make_checkpoint("tiny", tmp_path, seed=0)
+    eager = _TorchLlama(model_dir, batch=3, max_len=16, device="cpu")
+    static = _StaticCacheLlama(model_dir, batch=3, max_len=16, device="cpu")
+    ours = theirs = torch.tensor([5, 17, 200])
+    with torch.inference_mode():
+        for pos in range(6):
+            theirs = eager.step(theirs, pos)
+            ours = static(ours, torch.tensor([pos]))
+            assert torch.equal(ours, theirs), pos
