@@ -67,7 +67,10 @@ def test_the_qk_norm_and_o_proj_bias_entries_are_in_the_plan(qwen3_tiny_dir):
     without = plan_for(replace(PRESETS["qwen3-tiny"], has_qk_norm=False))
     assert set(plan.keys()) - set(without.keys()) == {"rms_norm.h32"} and without.digest != plan.digest
     biased = plan_for(replace(PRESETS["qwen3-tiny"], has_o_proj_bias=True))
-    assert biased.entry("matmul.n64_k128_bias").roles == ("o_proj",) and "o_proj" not in biased.entry("matmul.n64_k128").roles
+    # o_proj is a split-K pair here: biased, its own combine adds the bias; unbiased, the norm after it folds it
+    assert "o_proj" in biased.entry("matmul_combine.n64_s4_bias").roles
+    assert biased.entry("matmul_combine_norm.h64_s4").roles == ("down_proj_fold",)
+    assert set(plan.entry("matmul_combine_norm.h64_s4").roles) == {"o_proj_fold", "down_proj_fold"}
     spec = read_model_spec(qwen3_tiny_dir)
     assert spec.shape(page_size=16, dtype="float32") == PRESETS["qwen3-tiny"]
 

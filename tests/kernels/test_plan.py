@@ -23,7 +23,9 @@ def test_every_preset_plan_is_sorted_unique_and_dot_safe(name):
     plan = preset_plan(name)
     keys = plan.keys()
     assert list(keys) == sorted(set(keys))
-    assert {e.kernel for e in plan.entries} == set(configs.KERNELS)
+    used = {e.kernel for e in plan.entries}
+    # a plan whose weights are all wide enough for one launch needs no split or fold kernel
+    assert used == set(configs.KERNELS) if name in ("tiny", "llama-1b") else used <= set(configs.KERNELS)
     for entry in plan.entries:
         assert re.fullmatch(r"[a-z0-9_.]+", entry.key) and ":" not in entry.key
         assert plan.lookup(entry.kernel, entry.constexprs) is entry
