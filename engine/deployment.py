@@ -117,6 +117,6 @@ def current_deployment(model_dir: Path | None = None, **overrides: Any) -> Deplo
         spec = read_model_spec(directory)
         digest = weights_digest(read_checkpoint(directory, spec))
     dtype = spec.serving_dtype(config.dtype)
-    plan = plan_for(spec.shape(page_size=config.page_size, dtype=dtype))
+    plan = plan_for(spec.shape(page_size=config.page_size, dtype=dtype, check_finite=config.check_finite))
     return build_deployment(spec=spec, config=config, dtype=dtype, plan=plan, weights_digest=digest,
                             num_threads=config.num_threads)

@@ -173,7 +173,8 @@ def runtime_checks(model_dir: str | Path, device: str = "cpu", scale: str = "ci"
     started = utc_now()
     config = spec.engine_config(device=device) if config is None else config
     model = read_model_spec(model_dir)
-    recomputed = plan_for(model.shape(page_size=config.page_size, dtype=model.serving_dtype(config.dtype))).digest
+    recomputed = plan_for(model.shape(page_size=config.page_size, dtype=model.serving_dtype(config.dtype),
+                                      check_finite=config.check_finite)).digest
     from engine.deployment import DeploymentMismatch
 
     probe, refusal, crash = None, None, None

@@ -24,6 +24,8 @@ CASES = [
     ("head_group_rows_from_grid", "gqa_attention_kernel", {}, "at most one writer"),
     ("split_partial_sized_by_block", "attention_partial_kernel", {}, "folds live elements of q_ptr"),
     ("split_combine_past_segment", "attention_combine_kernel", {}, "element of m_ptr is related (index)"),
+    ("finite_flag_other_row", "attention_combine_kernel", {}, "element of m_ptr is related (index)"),
+    ("finite_flag_shared_slot", "store_kv_kernel", {}, "at most one writer of the selected flag_ptr element"),
 ]
 
 
