@@ -119,7 +119,7 @@ def run_pipeline(options: AssureOptions, *, command: tuple[str, ...], say: Calla
     outcomes: list[StageOutcome] = []
     for stage in options.stages:
         statuses, _, _ = _obligation_statuses(options, deployment)
-        owned = stage_obligations(stage, list(statuses))
+        owned = stage_obligations(stage, list(statuses), deployment.fields)
         wanted = owned if options.is_forced else [o for o in owned if statuses[o] in NEEDS_RUN]
         if not owned:
             outcomes.append(StageOutcome(stage, "skipped", message="the case has no obligation for this stage"))
