@@ -116,7 +116,6 @@ def attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, query
     if out.shape[0] == 0:
         return
     last_segment = _positions(query_start_loc, seq_lens, seq_idx) // entry.constexpr_dict()["SEG"]  # [T]
-    bad_m = ~torch.isfinite(m[:, :, 0])  # [T, Hq]: a merged segment's m is inf or NaN
     m_all, l_all, acc_all = m[:, :, 0], l[:, :, 0], acc[:, :, 0]  # segment 0 holds key 0: a finite start
     for s in range(1, int(last_segment.max()) + 1):
         m_s = m[:, :, s]
@@ -127,13 +126,16 @@ def attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, query
         l_new = l_all * alpha + l[:, :, s] * beta
         acc_new = acc_all * alpha[..., None] + acc[:, :, s] * beta[..., None]
         keep = (s <= last_segment)[:, None]  # segments past a query's own are never selected
-        bad_m = bad_m | (keep & ~torch.isfinite(m_s))
         m_all = torch.where(keep, m_new, m_all)
         l_all = torch.where(keep, l_new, l_all)
         acc_all = torch.where(keep[..., None], acc_new, acc_all)
     quotient = acc_all / l_all[..., None]
     out.copy_(quotient.to(out.dtype))
     if entry.constexpr_dict()["CHECK"]:
-        nonfinite.copy_(row_flags(bad_m, ~torch.isfinite(l_all), any_nonfinite(quotient, 1), any_nonfinite(out, 1)))
+        merged = torch.arange(m.shape[2]) <= last_segment[:, None, None]  # [T, 1, NUM_SEG]: the segments read
+        bad = [(merged & ~torch.isfinite(m)).any(-1), ~torch.isfinite(l_all), any_nonfinite(quotient, 1)]
+        if out.dtype != torch.float32:  # float32: out holds the quotient's bits
+            bad.append(any_nonfinite(out, 1))
+        nonfinite.copy_(row_flags(*bad))
     else:
         nonfinite.zero_()

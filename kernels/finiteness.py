@@ -38,8 +38,8 @@ __all__ = ["row_flags", "any_nonfinite"]
 
 def any_nonfinite(x: torch.Tensor, dims: int) -> torch.Tensor:
     """Bool tensor of ``x``'s leading dims: whether any of the trailing ``dims`` dims holds an inf or NaN."""
-    bad = ~torch.isfinite(x)
-    return bad.flatten(x.dim() - dims).any(-1) if dims else bad
+    finite = torch.isfinite(x)
+    return ~finite.flatten(x.dim() - dims).all(-1) if dims else ~finite
 
 
 def row_flags(*bad: torch.Tensor) -> torch.Tensor:
