@@ -1,6 +1,6 @@
 """Overhead of the run-time attention finiteness check: decode tokens/s with the check on vs off.
 
-    PYTHONPATH=. python3 bench/finiteness.py                       # CPU, the tiny preset
+    PYTHONPATH=. python3 bench/finiteness.py [--preset small]      # CPU, a preset made here
     PYTHONPATH=. python3 bench/finiteness.py --device cuda --model DIR --cuda-graphs
 
 Two engines of one configuration that differ only in ``check_finite`` (two D: the check is part
@@ -99,7 +99,8 @@ def measure(model_dir: Path, *, device: str, cuda_graphs: bool, batch: int, prom
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
-    parser.add_argument("--model", type=Path, help="checkpoint directory (default: a tiny preset made here)")
+    parser.add_argument("--model", type=Path, help="checkpoint directory (default: --preset made here)")
+    parser.add_argument("--preset", default="tiny", help="preset shape made when --model is not given")
     parser.add_argument("--cuda-graphs", action="store_true", help="decode through captured CUDA graphs")
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--prompt-len", type=int, default=64)
@@ -115,7 +116,12 @@ def main(argv: list[str] | None = None) -> int:
         print("bench/finiteness.py: --batch, --prompt-len, --new-tokens, --pairs and --threads must be >= 1",
               file=sys.stderr)
         return 2
-    model_dir = args.model or make_checkpoint("tiny", Path(tempfile.mkdtemp(prefix="bitcase-finiteness-")), seed=0)
+    if args.model is not None and not (args.model / "config.json").is_file():
+        print(f"bench/finiteness.py: --model {args.model} holds no config.json; give a checkpoint directory",
+              file=sys.stderr)
+        return 2
+    model_dir = args.model or make_checkpoint(args.preset, Path(tempfile.mkdtemp(prefix="bitcase-finiteness-")),
+                                              seed=0)
     result = measure(model_dir, device=args.device, cuda_graphs=args.cuda_graphs, batch=args.batch,
                      prompt_len=args.prompt_len, new_tokens=args.new_tokens, pairs=args.pairs, threads=args.threads)
     text = json.dumps(result, indent=1)
