@@ -40,21 +40,22 @@ def _combine_inputs(num_heads: int, head_dim: int, seg: int, gen: torch.Generato
             "seq_idx": seq_idx}
 
 
-def combine_flag_failures(combine: CombineOp, entry, *, dtype: torch.dtype = torch.float32,
-                          seed: int = 0) -> list[str]:
+def combine_flag_failures(combine: CombineOp, entry, *, dtype: torch.dtype = torch.float32, seed: int = 0,
+                          device: str = "cpu") -> list[str]:
     """Every (token, head, merged segment, field, value) poisoned alone is flagged at exactly that
     (token, head); a poisoned segment past the token's own is not read, so flags nothing."""
     c = entry.constexpr_dict()
     num_heads, head_dim, seg = entry.static_dict()["num_heads"], c["D"], c["SEG"]
-    base = _combine_inputs(num_heads, head_dim, seg, torch.Generator().manual_seed(seed))
+    base = {k: v.to(device) for k, v in _combine_inputs(num_heads, head_dim, seg,
+                                                        torch.Generator().manual_seed(seed)).items()}
     num_tokens, num_segs = base["m"].shape[0], base["m"].shape[2]
 
     def run(inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        out = torch.empty(num_tokens, num_heads, head_dim, dtype=dtype)
-        flags = torch.full((num_tokens, num_heads), -1.0)
+        out = torch.empty(num_tokens, num_heads, head_dim, dtype=dtype, device=device)
+        flags = torch.full((num_tokens, num_heads), -1.0, device=device)
         combine(inputs["m"], inputs["l"], inputs["acc"], inputs["query_start_loc"], inputs["seq_lens"],
                 inputs["seq_idx"], out, flags, entry)
-        return out, flags
+        return out.cpu(), flags.cpu()
 
     clean_out, clean_flags = run(base)
     failures = [] if bool((clean_flags == 0).all()) else [f"finite states flagged: {clean_flags.tolist()}"]
@@ -82,21 +83,22 @@ def combine_flag_failures(combine: CombineOp, entry, *, dtype: torch.dtype = tor
 StoreOp = Callable[..., None]  # signature of kernels.cpu_ops.store_kv
 
 
-def store_kv_flag_failures(store: StoreOp, entry, *, dtype: torch.dtype = torch.float32, seed: int = 0) -> list[str]:
+def store_kv_flag_failures(store: StoreOp, entry, *, dtype: torch.dtype = torch.float32, seed: int = 0,
+                           device: str = "cpu") -> list[str]:
     """A K or V row with one inf or NaN element is flagged at exactly its (token, head)."""
     c, heads = entry.constexpr_dict(), entry.static_dict()["num_kv_heads"]
     gen = torch.Generator().manual_seed(seed)
     num_tokens, page_size, dim = 5, c["PAGE_SIZE"], c["D"]
     k, v = torch.randn(num_tokens, heads, dim, generator=gen).to(dtype), \
         torch.randn(num_tokens, heads, dim, generator=gen).to(dtype)
-    slots = torch.tensor([31, 0, 9, 8, 17])
+    slots = torch.tensor([31, 0, 9, 8, 17], device=device)
 
     def run(k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        k_cache, v_cache = torch.zeros(2, page_size, heads, dim, dtype=dtype), \
-            torch.zeros(2, page_size, heads, dim, dtype=dtype)
-        flags = torch.full((num_tokens, heads), -1.0)
-        store(k, v, k_cache, v_cache, slots, flags, entry)
-        return flags
+        k_cache, v_cache = torch.zeros(2, page_size, heads, dim, dtype=dtype, device=device), \
+            torch.zeros(2, page_size, heads, dim, dtype=dtype, device=device)
+        flags = torch.full((num_tokens, heads), -1.0, device=device)
+        store(k.to(device), v.to(device), k_cache, v_cache, slots, flags, entry)
+        return flags.cpu()
 
     failures = [] if bool((run(k, v) == 0).all()) else ["finite rows flagged"]
     for t in range(num_tokens):
@@ -137,7 +139,7 @@ ATTENTION_KINDS = ("q_nan", "q_inf", "k_nan", "v_inf", "overflow")
 
 def attention_flag_failures(attention: Callable[..., torch.Tensor], *, num_heads: int, num_kv_heads: int,
                             head_dim: int, page_size: int, dtype: torch.dtype = torch.float32,
-                            seed: int = 0) -> list[str]:
+                            seed: int = 0, device: str = "cpu") -> list[str]:
     """Poison one position of a prefill chunk beside two companions in one launch: the rows that
     read it are flagged, no companion row is, and the companions' outputs keep every bit."""
     scale = head_dim ** -0.5
@@ -151,12 +153,12 @@ def attention_flag_failures(attention: Callable[..., torch.Tensor], *, num_heads
         captured: list[torch.Tensor] = []
 
         def flagged(*args):
-            flags = torch.full((args[0].shape[0], num_heads), -1.0)
+            flags = torch.full((args[0].shape[0], num_heads), -1.0, device=args[0].device)
             captured.append(flags)
             return attention(*args, nonfinite=flags)
         outs = run_steps([companions[0], Step(request, 120, 150), companions[1]], page_size=page_size, scale=scale,
-                         gen=torch.Generator().manual_seed(seed), poison="nan", attention=flagged)
-        return outs, captured[0]
+                         gen=torch.Generator().manual_seed(seed), poison="nan", device=device, attention=flagged)
+        return outs, captured[0].cpu()
 
     clean, clean_flags = run(victim, "clean")
     if not bool((clean_flags == 0).all()):
