@@ -210,11 +210,11 @@ class ModelRunner:
 
     def _set_nonfinite(self, launched: Launched, flags: torch.Tensor) -> None:
         """:attr:`last_nonfinite` from the step's ``[T]`` host flags: whether any row of a chunk is flagged."""
-        ends = torch.tensor(launched.chunk_rows, dtype=torch.int64).cumsum(0)
-        flagged = flags.nonzero().flatten()
         per_chunk = [False] * len(launched.chunk_rows)
-        for chunk in torch.searchsorted(ends, flagged, right=True).tolist():
-            per_chunk[chunk] = True
+        if bool(flags.any()):  # rare: then find the chunks of the flagged rows
+            ends = torch.tensor(launched.chunk_rows, dtype=torch.int64).cumsum(0)
+            for chunk in torch.searchsorted(ends, flags.nonzero().flatten(), right=True).tolist():
+                per_chunk[chunk] = True
         self.last_nonfinite = per_chunk
 
     def keep_rows_for(self, readers: Iterable[Future]) -> None:

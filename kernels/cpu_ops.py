@@ -13,7 +13,7 @@ import torch
 
 from kernels.cpu_math import exp, rsqrt, tree_sum
 from kernels.embedding import check_embedding
-from kernels.finiteness import any_nonfinite, row_flags
+from kernels.finiteness import any_nonfinite
 from kernels.matmul import check_matmul
 from kernels.plan import PlanEntry
 from kernels.rmsnorm import check_rms_norm
@@ -102,6 +102,6 @@ def store_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: t
     k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, slot_mapping, k)
     v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, slot_mapping, v)
     if entry.constexpr_dict()["CHECK"]:
-        nonfinite.copy_(row_flags(any_nonfinite(k, 1), any_nonfinite(v, 1)))
+        nonfinite.copy_(any_nonfinite(torch.cat([k, v], dim=-1), 1))  # [T, Hkv]: K or V row
     else:
         nonfinite.zero_()
