@@ -126,7 +126,8 @@ def _launch_plan(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, se
                                                dtype=s["dtype"])
     m, l, acc = split_scratch(q, block_table, entry)
     launch_attention_partial(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, m, l, acc, entry)
-    launch_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, combine)
+    flags = torch.empty(q.shape[0], q.shape[1], dtype=torch.float32, device=q.device)  # the finiteness flags
+    launch_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, flags, combine)
 
 
 def _launch_variant(variant, q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, entry):

@@ -9,7 +9,8 @@
 4. Kernel configuration consistency: the plan is the one D names, every launch of the step was
    admitted with a configuration identical to its sealed entry, in the counts the model needs,
    and the finiteness premise of the attention contract held (the K/V written and the logits
-   of the step are finite).
+   of the step are finite) for every request the run-time finiteness check did not end
+   (engine/finiteness.py): a non-finite value there means the run-time check missed it.
 
 A violation stops the engine with a distinct exception type naming the invariant. These are
 run-time checks of this execution, not proofs.
@@ -18,7 +19,7 @@ run-time checks of this execution, not proofs.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Collection, Sequence
 
 import torch
 
@@ -71,6 +72,7 @@ class InvariantChecker:
         self._cursor = 0  # rotates invariant 2 over the initialised pages
         self._protected: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
         self._targets = torch.empty(0, dtype=torch.int64)  # slots this step writes
+        self._target_owners: list[str] = []  # the request of each target slot
 
     # --- invariant 1 ---------------------------------------------------------------------------
     def check_layout(self, plan: "StepPlan | None" = None) -> None:
@@ -133,6 +135,7 @@ class InvariantChecker:
                         f"{c.seq.request_id} position {pos} would write page {page.page_id} "
                         f"(references {page.ref_count}, published {page.has_provenance})")
                 targets.append(c.seq.slot(pos, size))
+        self._target_owners = [c.seq.request_id for c in plan.chunks for _ in range(c.start, c.end)]
         if len(set(targets)) != len(targets):
             raise WriteIsolationViolation("two rows of one step write the same slot")
         slots = self._initialised_slots()
@@ -169,15 +172,22 @@ class InvariantChecker:
         if launched != expected:
             raise KernelConfigViolation(f"launch counts {dict(launched)} differ from the model's {dict(expected)}")
 
-    def check_finite(self, logits: torch.Tensor) -> None:
+    def check_finite(self, plan: "StepPlan", logits: torch.Tensor, failed: Collection[str] = ()) -> None:
+        """The K/V this step wrote and its logits are finite, except for requests the run-time check ended."""
         k, v = self._flat()
-        for name, values in (("K", k.index_select(1, self._targets)), ("V", v.index_select(1, self._targets)),
-                             ("logits", logits)):
+        kept = [i for i, owner in enumerate(self._target_owners) if owner not in failed]
+        targets = self._targets[torch.tensor(kept, dtype=torch.int64, device=self._targets.device)]
+        rows = [i for i, c in enumerate(plan.sampled) if c.seq.request_id not in failed]
+        missed = "; the run-time finiteness check flagged none of them" if self.engine.config.check_finite else ""
+        for name, values in (("K", k.index_select(1, targets)), ("V", v.index_select(1, targets)),
+                             ("logits", logits[rows])):
             if not bool(torch.isfinite(values).all()):
-                raise KernelConfigViolation(f"premise broken: this step's {name} values are not all finite")
+                raise KernelConfigViolation(f"premise broken: this step's {name} values are not all finite{missed}")
 
-    def after_forward(self, plan: "StepPlan", launches: Sequence[LaunchRecord], logits: torch.Tensor) -> None:
-        """Invariant 3 (nothing initialised changed) and invariant 4 after the forward."""
+    def after_forward(self, plan: "StepPlan", launches: Sequence[LaunchRecord], logits: torch.Tensor,
+                      failed: Collection[str] = ()) -> None:
+        """Invariant 3 (nothing initialised changed) and invariant 4 after the forward (``failed``:
+        requests the run-time finiteness check ended in this step)."""
         assert self._protected is not None, "after_forward without before_forward"
         index, k_before, v_before = self._protected
         self._protected = None
@@ -189,7 +199,7 @@ class InvariantChecker:
                 raise WriteIsolationViolation(f"initialised {name} slot {slot} (page {slot // self.page_size}) "
                                               "changed during the step")
         self.check_launches(plan, launches)
-        self.check_finite(logits)
+        self.check_finite(plan, logits, failed)
 
     # --- invariant 2 ---------------------------------------------------------------------------
     def _kv_candidates(self) -> list[tuple[int, list[int], int]]:

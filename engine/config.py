@@ -39,6 +39,11 @@ class EngineConfig:
     next decode step of greedy requests before the host reads the current one's rows
     (engine/llm_engine.py). It changes which rows share a step, never a row's inputs, so like
     check mode it is not part of D.
+
+    ``check_finite`` runs the run-time attention finiteness check in every step
+    (kernels/finiteness.py): a request whose rows break the attention contract's finiteness
+    premise ends with finish reason ``"error"``. It is part of D (and of the sealed plan): a D
+    that says it is on is served with it on.
     """
 
     page_size: int = 16
@@ -55,6 +60,7 @@ class EngineConfig:
     num_threads: int = 1
     cuda_graphs: bool = False
     overlap_decode: bool = True  # with cuda_graphs: launch a greedy decode step before reading the previous one
+    check_finite: bool = True  # the run-time attention finiteness check (part of D)
 
     def __post_init__(self) -> None:
         for name in ("page_size", "num_pages", "max_num_seqs", "max_num_batched_tokens",
@@ -78,7 +84,7 @@ class EngineConfig:
             raise ValueError(f"EngineConfig.device {self.device!r} is not 'cpu', 'cuda' or 'cuda:N'")
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ValueError(f"EngineConfig.dtype {self.dtype!r} is not one of {DTYPES}")
-        for name in ("cuda_graphs", "overlap_decode"):
+        for name in ("cuda_graphs", "overlap_decode", "check_finite"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"EngineConfig.{name} must be True or False, got {getattr(self, name)!r}")
 
@@ -122,4 +128,4 @@ class EngineConfig:
 
 
 _LIMIT_FIELDS = ("page_size", "num_pages", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
-                 "enable_prefix_caching", "cuda_graphs")
+                 "enable_prefix_caching", "cuda_graphs", "check_finite")

@@ -35,6 +35,7 @@ class _Captured:
     graph: torch.cuda.CUDAGraph
     logits: torch.Tensor  # [size, V] float32, rewritten by every replay
     tokens: torch.Tensor  # [size] int64 greedy tokens, rewritten by every replay
+    nonfinite: torch.Tensor  # [size] float32 finiteness flags, rewritten by every replay
     launches: tuple[LaunchRecord, ...]
 
 
@@ -56,8 +57,9 @@ class PaddedDecode:
                           num_pool_pages=config.num_pages, table_widths=self.widths, tokens_on_device=tokens_on_device)
 
     def run(self, chunks: Sequence["Chunk"], *, tokens_from: tuple[torch.Tensor, Sequence[int]] | None = None
-            ) -> tuple[torch.Tensor, torch.Tensor, list[LaunchRecord]]:
-        """``(logits [size, V], greedy tokens [size], launches)``; rows past len(chunks) are padding.
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[LaunchRecord]]:
+        """``(logits [size, V], greedy tokens [size], finiteness flags [size], launches)``; rows past
+        len(chunks) are padding.
 
         ``tokens_from = (tokens, rows)``: the chunks' tokens are ``tokens[rows[i]]``, a previous
         step's greedy tokens still on the device, copied into the inputs there.
@@ -75,16 +77,16 @@ class PaddedDecode:
         if self.runner.check_metadata:
             check_inputs(self.runner, batch)
         captured.graph.replay()
-        return captured.logits, captured.tokens, list(captured.launches)
+        return captured.logits, captured.tokens, captured.nonfinite, list(captured.launches)
 
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch, *, check_metadata: bool
-                ) -> tuple[torch.Tensor, torch.Tensor, list[LaunchRecord]]:
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[LaunchRecord]]:
         """The padded forward, eagerly (what a graph captures), with each row's greedy token."""
         runner = self.runner
         with use_plan(runner.plan, check_metadata=check_metadata), record_launches() as launches:
-            logits = runner.model.forward(batch, runner.kv)
-        return logits, greedy_tokens(logits), launches
+            logits, nonfinite = runner.model.forward(batch, runner.kv)
+        return logits, greedy_tokens(logits), nonfinite, launches
 
     def _capture_all(self) -> None:
         config = self.runner.config
@@ -106,8 +108,8 @@ class PaddedDecode:
             graph = torch.cuda.CUDAGraph()
             # thread_local: digest worker threads may run meanwhile (they never touch the stream)
             with torch.cuda.graph(graph, pool=pool, stream=capture_stream, capture_error_mode="thread_local"):
-                logits, tokens, launches = self.forward(batch, check_metadata=False)
-            self.graphs[(size, width)] = _Captured(graph, logits, tokens, tuple(launches))
+                logits, tokens, nonfinite, launches = self.forward(batch, check_metadata=False)
+            self.graphs[(size, width)] = _Captured(graph, logits, tokens, nonfinite, tuple(launches))
         torch.cuda.synchronize()
 
 

@@ -3,7 +3,8 @@
 D fixes everything value-relevant that is not a request: the weights and config (digests), the
 activation dtype, the sealed kernel plan (name, digest, entries), the accelerator (GPU model,
 compute capability, driver and CUDA versions; the CPU model off-GPU), the Python/torch/Triton/
-bitcase versions, torch's CPU thread count, the page size and the engine limits. Evidence names
+bitcase versions, torch's CPU thread count, the page size and the engine limits (with whether the
+run-time attention finiteness check runs, ``engine.check_finite``). Evidence names
 the D it was produced under; nothing claims equality across two D.
 """
 
@@ -117,6 +118,6 @@ def current_deployment(model_dir: Path | None = None, **overrides: Any) -> Deplo
         spec = read_model_spec(directory)
         digest = weights_digest(read_checkpoint(directory, spec))
     dtype = spec.serving_dtype(config.dtype)
-    plan = plan_for(spec.shape(page_size=config.page_size, dtype=dtype))
+    plan = plan_for(spec.shape(page_size=config.page_size, dtype=dtype, check_finite=config.check_finite))
     return build_deployment(spec=spec, config=config, dtype=dtype, plan=plan, weights_digest=digest,
                             num_threads=config.num_threads)

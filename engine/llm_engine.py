@@ -34,6 +34,7 @@ from engine.block_manager import BlockManager, PageHash, chain_hash
 from engine.checks import InvariantChecker
 from engine.config import EngineConfig
 from engine.deployment import DeploymentMismatch, build_deployment
+from engine.finiteness import NonFiniteEvent, flagged_chunks
 from engine.model_config import read_model_spec
 from engine.model_runner import Chunk, Launched, ModelRunner, device_scope
 from engine.row_digests import DigestQueue, PendingEntry, resolve_entries
@@ -58,12 +59,13 @@ class RequestOutput:
     request_id: str
     prompt_token_ids: tuple[int, ...]
     token_ids: tuple[int, ...]  # produced tokens
-    finish_reason: str | None  # "stop", "length", "cancelled"
+    finish_reason: str | None  # "stop", "length", "cancelled", "error" (engine/finiteness.py)
     sampler_state: SamplerState  # after the last produced token
     trace: Trace
     num_cached_tokens: int  # positions attached from the prefix cache, over all admissions
     prefill_chunk_ends: tuple[int, ...]  # history length computed after each prefill chunk
     num_preemptions: int
+    error: str | None = None  # why it finished with reason "error"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (logit rows as digests)."""
@@ -71,6 +73,7 @@ class RequestOutput:
                 "token_ids": list(self.token_ids), "finish_reason": self.finish_reason,
                 "sampler_state": self.sampler_state.to_dict(), "num_cached_tokens": self.num_cached_tokens,
                 "prefill_chunk_ends": list(self.prefill_chunk_ends), "num_preemptions": self.num_preemptions,
+                "error": self.error,
                 "logits_digests": [e.logits_digest for e in self.trace.entries]}
 
 
@@ -124,13 +127,14 @@ class StepResult:
     finished: tuple[RequestOutput, ...]
     produced: tuple[ProducedToken, ...] = ()
     prompt_rows: tuple[PromptRows, ...] = ()
+    nonfinite: tuple[NonFiniteEvent, ...] = ()  # requests the finiteness check ended in this step
 
 
 def _output(seq: Request) -> RequestOutput:
     trace = Trace(seq.prompt_token_ids, seq.params.initial_state(), list(resolve_entries(seq.trace)))
     return RequestOutput(seq.request_id, seq.prompt_token_ids, tuple(seq.output_token_ids), seq.finish_reason,
                          seq.sampler_state, trace, seq.total_cached_tokens, tuple(seq.prefill_chunk_ends),
-                         seq.num_preemptions)
+                         seq.num_preemptions, seq.error)
 
 
 def _prompt_rows(c: ScheduledChunk) -> tuple[int, int]:
@@ -180,6 +184,7 @@ class LLMEngine:
         self.can_overlap = self.config.overlap_decode and self.config.cuda_graphs and not self.config.check_mode
         self.num_steps_ahead = 0  # decode steps launched before the previous step's rows were read
         self.num_dropped_rows = 0  # their rows of requests that had finished meanwhile, dropped unread
+        self.nonfinite_events: list[NonFiniteEvent] = []  # requests the finiteness check ended
 
     # --- requests ----------------------------------------------------------------------------
     def validate(self, prompt_token_ids: Sequence[int], params: SamplingParams) -> None:
@@ -249,6 +254,7 @@ class LLMEngine:
             rows = [i for i, c in enumerate(plan.chunks) if id(c) in live]  # launched rows still wanted
             self.num_dropped_rows += len(plan.chunks) - len(rows)
             plan = StepPlan(tuple(plan.chunks[i] for i in rows), (), (), plan.num_evicted_pages)
+            launched_index = rows
         else:
             plan = self.scheduler.schedule()
             if not plan.chunks and self.scheduler.has_unfinished():
@@ -257,6 +263,7 @@ class LLMEngine:
                 self.checker.before_forward(plan)
             launched = self.runner.launch(_chunks(plan.chunks)) if plan.chunks else None
             rows = list(range(len(plan.sampled)))
+            launched_index = list(range(len(plan.chunks)))
         if launched is not None and self.can_overlap and all(c.seq.params.is_greedy for c in plan.chunks):
             self._launch_ahead(plan, launched, rows)
         self.digests.start()
@@ -266,11 +273,18 @@ class LLMEngine:
             greedy_tokens = self.runner.last_greedy_tokens
             if launched.input_ids is not None:
                 self._check_inputs_taken_ahead(plan, rows)
+        events = flagged_chunks(self.num_steps, plan.chunks, self.runner.last_nonfinite, launched_index) \
+            if launched is not None else []
+        self.nonfinite_events.extend(events)
+        failed = {e.request_id: e.message for e in events}
         if self.checker:
-            self.checker.after_forward(plan, self.runner.last_launches, logits)
-        prompt_rows = self._hand_out_prompt_rows(plan) if launched is not None and launched.num_prompt_rows else ()
+            self.checker.after_forward(plan, self.runner.last_launches, logits, failed)
+        prompt_rows = self._hand_out_prompt_rows(plan, failed) \
+            if launched is not None and launched.num_prompt_rows else ()
         sampled, readers, produced = [], [], []
         for chunk, r in zip(plan.sampled, rows):
+            if chunk.seq.request_id in failed:  # its row of this step is not trusted: no token
+                continue
             row, seq = logits[r], chunk.seq  # row: [V] float32
             if seq.params.is_greedy and greedy_tokens is not None:
                 token, state = greedy_tokens[r], seq.sampler_state.advanced()
@@ -285,22 +299,25 @@ class LLMEngine:
                                           row if kept is None else kept, digest))
             sampled.append((token, state))
         self.runner.keep_rows_for(readers)
-        finished = self.scheduler.commit(plan, sampled)
+        finished = self.scheduler.commit(plan, sampled, failed)
         if self.checker:
             self.checker.after_commit()
         self._drop_dead_ahead()
         scheduled = tuple(ScheduledRows(c.seq.request_id, c.start, c.end, c.is_sampled) for c in plan.chunks)
         result = StepResult(self.num_steps, scheduled, plan.admitted, plan.preempted, plan.num_evicted_pages,
-                            tuple(self._output(s) for s in finished), tuple(produced), prompt_rows)
+                            tuple(self._output(s) for s in finished), tuple(produced), prompt_rows, tuple(events))
         self.num_steps += 1
         return result
 
-    def _hand_out_prompt_rows(self, plan: StepPlan) -> tuple[PromptRows, ...]:
-        """Split the step's prompt rows by request (chunk order, as the runner packed them)."""
+    def _hand_out_prompt_rows(self, plan: StepPlan, failed: dict[str, str]) -> tuple[PromptRows, ...]:
+        """Split the step's prompt rows by request (chunk order, as the runner packed them); none of
+        a request the finiteness check ended."""
         rows, out, offset = self.runner.last_prompt_rows, [], 0
         for chunk in plan.chunks:
             start, end = _prompt_rows(chunk)
-            if end > start:
+            if end > start and chunk.seq.request_id in failed:
+                offset += end - start
+            elif end > start:
                 out.append(PromptRows(chunk.seq.request_id, start, rows[offset:offset + end - start].clone()))
                 chunk.seq.num_prompt_rows_out = end
                 offset += end - start

@@ -34,6 +34,7 @@ class _Captured:
     graph: torch.cuda.CUDAGraph
     logits: torch.Tensor  # [num_seqs, V] float32, rewritten by every replay
     tokens: torch.Tensor  # [num_seqs] int64 greedy tokens, rewritten by every replay
+    nonfinite: torch.Tensor  # [num_tokens] float32 finiteness flags, rewritten by every replay
     launches: tuple[LaunchRecord, ...]
 
 
@@ -68,8 +69,9 @@ class PaddedMixed:
         return runner.buffers.stage(host)
 
     def run(self, chunks: Sequence["Chunk"], shape: MixedShape
-            ) -> tuple[torch.Tensor, torch.Tensor, list[LaunchRecord]]:
-        """``(logits [num_seqs, V], greedy tokens [num_seqs], launches)``; the real sampled rows first."""
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[LaunchRecord]]:
+        """``(logits [num_seqs, V], greedy tokens [num_seqs], finiteness flags [num_tokens], launches)``;
+        the real sampled rows and the real rows first."""
         batch = self.stage(chunks, shape)
         captured = self.graphs.get(shape)
         if captured is None:  # the CPU: the same padded step, eagerly
@@ -77,16 +79,16 @@ class PaddedMixed:
         if self.runner.check_metadata:
             check_inputs(self.runner, batch)
         captured.graph.replay()
-        return captured.logits, captured.tokens, list(captured.launches)
+        return captured.logits, captured.tokens, captured.nonfinite, list(captured.launches)
 
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch, *, check_metadata: bool
-                ) -> tuple[torch.Tensor, torch.Tensor, list[LaunchRecord]]:
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[LaunchRecord]]:
         """The padded forward, eagerly (what a graph captures), with each row's greedy token."""
         runner = self.runner
         with use_plan(runner.plan, check_metadata=check_metadata), record_launches() as launches:
-            logits = runner.model.forward(batch, runner.kv)
-        return logits, greedy_tokens(logits), launches
+            logits, nonfinite = runner.model.forward(batch, runner.kv)
+        return logits, greedy_tokens(logits), nonfinite, launches
 
     def _capture_all(self) -> None:
         pool = torch.cuda.graph_pool_handle()
@@ -103,6 +105,6 @@ class PaddedMixed:
             torch.cuda.synchronize()
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=pool, stream=capture_stream, capture_error_mode="thread_local"):
-                logits, tokens, launches = self.forward(batch, check_metadata=False)
-            self.graphs[shape] = _Captured(graph, logits, tokens, tuple(launches))
+                logits, tokens, nonfinite, launches = self.forward(batch, check_metadata=False)
+            self.graphs[shape] = _Captured(graph, logits, tokens, nonfinite, tuple(launches))
         torch.cuda.synchronize()

@@ -69,10 +69,16 @@ class LlamaModel:
         return ops.rms_norm(rows, weight, self.spec.rms_norm_eps)[0].view(x.shape)
 
     @torch.inference_mode()
-    def forward(self, batch: ForwardBatch, kv: KVCache) -> torch.Tensor:
-        """Write this step's K/V into ``kv`` and return ``[S, V]`` float32 logits of the sample rows."""
+    def forward(self, batch: ForwardBatch, kv: KVCache) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write this step's K/V into ``kv``; return ``[S, V]`` float32 logits of the sample rows and
+        ``[T]`` float32 finiteness flags, 1.0 for a row that store_kv or attention flagged in some
+        layer (kernels/finiteness.py; all 0.0 when the plan is sealed without the check)."""
         spec, w = self.spec, self.weights
         num_tokens = batch.input_ids.shape[0]
+        # Every element is written by one layer's store_kv or combine (flags[l, t, :Hkv] and
+        # [l, t, Hkv:]), so nothing needs clearing, also in a replayed graph.
+        flags = torch.empty(spec.num_layers, num_tokens, spec.num_kv_heads + spec.num_heads, dtype=torch.float32,
+                            device=w.embed.device)
         hidden = ops.embedding(batch.input_ids, w.embed)  # [T, H]
         residual = None
         seq_idx = ops.token_requests(batch.query_start_loc, num_tokens)  # [T] int32, shared by every layer
@@ -86,22 +92,24 @@ class LlamaModel:
                 q = self._head_norm(q, lw.q_norm)
                 k = self._head_norm(k, lw.k_norm)  # type: ignore[arg-type]
             q, k = ops.rope(q, k, batch.positions, self.cos_sin)
-            ops.store_kv(k, v, kv.k[layer], kv.v[layer], batch.slot_mapping)
+            ops.store_kv(k, v, kv.k[layer], kv.v[layer], batch.slot_mapping, flags[layer, :, :spec.num_kv_heads])
             attn = ops.paged_attention(q, kv.k[layer], kv.v[layer], batch.block_table, batch.query_start_loc,
-                                       batch.seq_lens, self.scale, seq_idx)  # [T, Hq, D]
+                                       batch.seq_lens, self.scale, seq_idx,
+                                       flags[layer, :, spec.num_kv_heads:])  # [T, Hq, D]
             if lw.o_bias is None:  # [T, H], or a split-K weight's partials, which the next residual norm folds
                 hidden = ops.linear_unfolded(attn.view(num_tokens, self.q_width), lw.o_proj)
             else:  # the fold adds no bias: the biased projection is folded by its own combine
                 hidden = ops.linear(attn.view(num_tokens, self.q_width), lw.o_proj, lw.o_bias)  # [T, H]
             x, residual = ops.rms_norm(hidden, lw.post_norm, spec.rms_norm_eps, residual)
             hidden = ops.linear_unfolded(ops.silu_mul(ops.linear(x, lw.gate_up)), lw.down)
+        nonfinite = flags.amax(dim=(0, 2))  # [T]
         # Only sampled rows need the final norm and the vocabulary projection (row-wise ops).
         if batch.sample_rows.shape[0] == 0:
-            return torch.empty(0, spec.vocab_size, dtype=torch.float32, device=batch.input_ids.device)
+            return torch.empty(0, spec.vocab_size, dtype=torch.float32, device=batch.input_ids.device), nonfinite
         last = ops.select_rows(hidden, batch.sample_rows)  # [S, H] or its partials
         last_residual = residual.index_select(0, batch.sample_rows)  # type: ignore[union-attr]
         x, _ = ops.rms_norm(last, w.final_norm, spec.rms_norm_eps, last_residual)
-        return ops.logits(x, w.lm_head)  # [S, V] float32
+        return ops.logits(x, w.lm_head), nonfinite  # [S, V] float32, [T] float32
 
     def launches_per_forward(self, *, has_logits: bool) -> Counter:
         """How many launches of each plan kernel :meth:`forward` makes (check mode compares)."""

@@ -56,15 +56,17 @@ class ModelSpec:
     eos_token_ids: tuple[int, ...]
     config_digest: str  # digest of the config.json content
 
-    def shape(self, *, page_size: int, dtype: str) -> ModelShape:
-        """The static shape kernel configurations are chosen from."""
+    def shape(self, *, page_size: int, dtype: str, check_finite: bool = True) -> ModelShape:
+        """The static shape kernel configurations are chosen from (``check_finite``: the kernels
+        carry the run-time attention finiteness check)."""
         return ModelShape(hidden_size=self.hidden_size, num_layers=self.num_layers, num_heads=self.num_heads,
                           num_kv_heads=self.num_kv_heads, head_dim=self.head_dim,
                           intermediate_size=self.intermediate_size, vocab_size=self.vocab_size,
                           page_size=page_size, dtype=dtype, has_qkv_bias=self.has_qkv_bias,
                           has_o_proj_bias=self.has_o_proj_bias, has_qk_norm=self.has_qk_norm,
                           tie_word_embeddings=self.tie_word_embeddings, rope_theta=self.rope_theta,
-                          rms_norm_eps=self.rms_norm_eps, max_position_embeddings=self.max_position_embeddings)
+                          rms_norm_eps=self.rms_norm_eps, max_position_embeddings=self.max_position_embeddings,
+                          check_finite=check_finite)
 
     def serving_dtype(self, requested: str | None) -> str:
         """The activation dtype: ``requested``, else the checkpoint's when the kernels support it."""

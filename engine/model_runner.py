@@ -6,7 +6,8 @@ length. With ``cuda_graphs`` on, decode steps (engine/cuda_graphs.py) and mixed 
 max_num_batched_tokens rows without prompt logits (engine/mixed_graphs.py) are padded and, on
 CUDA, replayed from captured graphs; every other step runs eagerly. On CUDA the sampled rows and
 their greedy tokens come back through pinned host slots with the step's only wait
-(engine/host_logits.py). A :meth:`ModelRunner.launch` call enqueues a step and a later
+(engine/host_logits.py), with the step's finiteness flags (kernels/finiteness.py), which
+:attr:`ModelRunner.last_nonfinite` gives per chunk. A :meth:`ModelRunner.launch` call enqueues a step and a later
 :meth:`ModelRunner.collect` reads it, so the engine can launch the next decode step in between, its
 tokens taken on the device from the step before.
 """
@@ -67,6 +68,8 @@ class Launched:
     input_ids: torch.Tensor | None  # [R] int64 input tokens of a step whose tokens were taken on the device
     launches: tuple[LaunchRecord, ...]
     fetch: HostFetch | None  # the enqueued copy to pinned host slots (CUDA)
+    nonfinite: torch.Tensor  # [T] float32 finiteness flags of the step's rows (padding rows last)
+    chunk_rows: tuple[int, ...]  # rows of each chunk, in launch order
     num_prompt_rows: int = 0
 
 
@@ -119,7 +122,8 @@ class ModelRunner:
             num_mixed_scratch_pages(max(config.graph_token_buckets, default=0), config.page_size)
         self.kv = KVCache.allocate(spec, num_pages=config.num_pages + self.num_scratch_pages,
                                    page_size=config.page_size, dtype=self.dtype, device=self.device)
-        self.plan: SealedPlan = plan_for(spec.shape(page_size=config.page_size, dtype=dtype))
+        self.plan: SealedPlan = plan_for(spec.shape(page_size=config.page_size, dtype=dtype,
+                                                    check_finite=config.check_finite))
         # Index checks read tensors back to the host: always on the CPU, in check mode on CUDA.
         self.check_metadata = config.check_mode or self.device.type == "cpu"
         self.last_launches: list[LaunchRecord] = []
@@ -128,10 +132,12 @@ class ModelRunner:
         self._last_fetch: HostFetch | None = None
         self.last_input_tokens: list[int] | None = None  # per row, of a step that took its tokens on the device
         self.last_prompt_rows = torch.empty(0, spec.vocab_size)  # [E, V] of the step collected last
+        self.last_nonfinite: list[bool] = []  # per chunk of the step collected last: flagged by the check
         self.buffers = StepBuffers(max_num_rows=config.max_num_batched_tokens, max_num_seqs=config.max_num_seqs,
                                    max_pages_per_seq=config.max_pages_per_seq, device=self.device)
         with device_scope(self.device):  # streams, events and graphs belong to the engine's device
-            self.host_logits = (HostLogits(max_num_rows=config.max_num_seqs, vocab_size=spec.vocab_size)
+            self.host_logits = (HostLogits(max_num_rows=config.max_num_seqs, vocab_size=spec.vocab_size,
+                                           max_num_flags=max(config.max_num_batched_tokens, config.max_num_seqs))
                                 if self.device.type == "cuda" else None)
             self.padded_decode = PaddedDecode(self) if config.cuda_graphs else None
             self.padded_mixed = PaddedMixed(self, _pack) if config.cuda_graphs else None
@@ -165,24 +171,27 @@ class ModelRunner:
                     raise ValueError("a step launched ahead needs the earlier step's greedy tokens on the device")
                 previous = (earlier.tokens, rows)
                 input_ids = self.buffers.decode.device["input_ids"]
-            logits, tokens, launches = self.padded_decode.run(chunks, tokens_from=previous)
+            logits, tokens, nonfinite, launches = self.padded_decode.run(chunks, tokens_from=previous)
         elif tokens_from is not None:
             raise ValueError("only padded decode steps take their tokens from an earlier step")
         elif self.padded_mixed is not None and (shape := self.padded_mixed.shape(chunks)) is not None:
-            logits, tokens, launches = self.padded_mixed.run(chunks, shape)
+            logits, tokens, nonfinite, launches = self.padded_mixed.run(chunks, shape)
             self.num_padded_mixed_steps += 1
         else:
             batch = self.buffers.stage(_pack(chunks, self.config.page_size, self.config.max_pages_per_seq))
             with use_plan(self.plan, check_metadata=self.check_metadata), record_launches() as launches:
-                logits = self.model.forward(batch, self.kv)
+                logits, nonfinite = self.model.forward(batch, self.kv)
             tokens = greedy_tokens(logits) if self.host_logits is not None and num_sampled else None
+        chunk_rows = tuple(c.end - c.start for c in chunks)
+        nonfinite = nonfinite[:sum(chunk_rows)]  # padding rows belong to no request
         fetch = None
         if self.host_logits is not None and num_sampled:
             assert tokens is not None
-            fetch = self.host_logits.start(logits, tokens, num_sampled, input_ids)
+            fetch = self.host_logits.start(logits, tokens, num_sampled, nonfinite, input_ids)
         elif input_ids is not None:  # the CPU: the forward has run, the staged inputs are final
             input_ids = input_ids[:num_sampled].clone()
-        return Launched(num_sampled, logits, tokens, input_ids, tuple(launches), fetch, num_prompt_rows)
+        return Launched(num_sampled, logits, tokens, input_ids, tuple(launches), fetch, nonfinite, chunk_rows,
+                        num_prompt_rows)
 
     def collect(self, launched: Launched) -> torch.Tensor:
         """``[S, V]`` float32 logits of a launched step's sampled chunks, on the CPU, in chunk order.
@@ -201,10 +210,22 @@ class ModelRunner:
             tokens, inputs = launched.tokens, launched.input_ids
             self.last_greedy_tokens = None if tokens is None else tokens[:launched.num_sampled].tolist()
             self.last_input_tokens = None if inputs is None else inputs.tolist()
+            # a step without sampled rows (prefill chunks) waits here; it has no later wait to join
+            self._set_nonfinite(launched, launched.nonfinite.to("cpu"))
             return launched.logits[:launched.num_sampled].to("cpu")
         assert self.host_logits is not None
-        host, self.last_greedy_tokens, self.last_input_tokens = self.host_logits.wait(launched.fetch)
+        host, self.last_greedy_tokens, self.last_input_tokens, flags = self.host_logits.wait(launched.fetch)
+        self._set_nonfinite(launched, flags)
         return host
+
+    def _set_nonfinite(self, launched: Launched, flags: torch.Tensor) -> None:
+        """:attr:`last_nonfinite` from the step's ``[T]`` host flags: whether any row of a chunk is flagged."""
+        per_chunk = [False] * len(launched.chunk_rows)
+        if bool(flags.any()):  # rare: then find the chunks of the flagged rows
+            ends = torch.tensor(launched.chunk_rows, dtype=torch.int64).cumsum(0)
+            for chunk in torch.searchsorted(ends, flags.nonzero().flatten(), right=True).tolist():
+                per_chunk[chunk] = True
+        self.last_nonfinite = per_chunk
 
     def keep_rows_for(self, readers: Iterable[Future]) -> None:
         """Keep the rows :meth:`collect` returned last until ``readers`` have finished (CUDA slots)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Sequence as Seq
+from typing import Mapping, Sequence as Seq
 
 from engine.block_manager import BlockManager
 from engine.config import EngineConfig
@@ -175,20 +175,32 @@ class Scheduler:
             live.append(c)
         return tuple(live)
 
-    def commit(self, plan: StepPlan, sampled: Seq[tuple[int, SamplerState]]) -> list[Sequence]:
+    def commit(self, plan: StepPlan, sampled: Seq[tuple[int, SamplerState]],
+               failed: Mapping[str, str] | None = None) -> list[Sequence]:
         """Apply a computed step: publish full pages, append sampled tokens, finish requests.
 
         ``sampled`` holds ``(token, sampler state after the step)`` for the plan's sampled
-        chunks, in plan order. Returns the requests that finished.
+        chunks that did not fail, in plan order. ``failed`` maps the request ids of chunks whose
+        rows the run-time finiteness check flagged to the error: those requests finish with
+        reason "error" and, since the step broke a premise, none of its pages is published
+        (later steps of the other requests publish theirs). Returns the requests that finished.
         """
-        if len(sampled) != len(plan.sampled):
-            raise ValueError(f"{len(sampled)} sampled tokens for {len(plan.sampled)} sampled chunks")
+        failed = failed or {}
+        expected = sum(1 for c in plan.sampled if c.seq.request_id not in failed)
+        if len(sampled) != expected:
+            raise ValueError(f"{len(sampled)} sampled tokens for {expected} sampled chunks")
         results = iter(sampled)
         finished: list[Sequence] = []
         for chunk in plan.chunks:
             seq = chunk.seq
+            if seq.request_id in failed:
+                seq.error = failed[seq.request_id]
+                self._finish(seq, "error")
+                finished.append(seq)
+                continue
             seq.num_computed_tokens = chunk.end
-            self.block_manager.publish(seq.page_table, seq.token_ids, chunk.end, seq.page_hashes)
+            if not failed:
+                self.block_manager.publish(seq.page_table, seq.token_ids, chunk.end, seq.page_hashes)
             if chunk.start < seq.num_tokens_at_admission:
                 seq.prefill_chunk_ends.append(chunk.end)
             if not chunk.is_sampled:

@@ -38,6 +38,7 @@ class Sequence:
     num_computed_tokens: int = 0
     num_cached_tokens: int = 0  # positions attached from the prefix cache at the latest admission
     finish_reason: str | None = None
+    error: str | None = None  # why a request finished with reason "error"
     # Witnesses for comparison suites: reuse, chunking and preemption really happened.
     total_cached_tokens: int = 0
     num_partial_chunks: int = 0  # non-final prefill chunks: proof that chunking happened

@@ -12,6 +12,11 @@ chunking or decode step; segments past the token's own are never read (the first
 nothing there for it, so they may hold anything). Segment 0 holds key 0, which every query
 sees, so the merge starts from a finite state, and every merged segment holds a visible key, so
 no maximum is -inf and no clamp is needed.
+
+With ``CHECK`` (the run-time finiteness check, kernels/finiteness.py) the program also writes
+``nonfinite[t, h]``: 1.0 when the m of a segment it merges, the merged l, or the output it
+stores (the fp32 quotient or its DTYPE rounding) is inf or NaN, else 0.0 (0.0 always without
+``CHECK``). The flag is a function of the states it merges, so it is row-local like the output.
 """
 
 from __future__ import annotations
@@ -27,10 +32,11 @@ __all__ = ["attention_combine_kernel", "check_attention_combine", "launch_attent
 
 
 @triton.jit(do_not_specialize=["stride_mt", "stride_mh", "stride_at", "stride_ah"])
-def attention_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, query_start_ptr, seq_lens_ptr, seq_idx_ptr, stride_mt,
-                             stride_mh, stride_at, stride_ah, stride_ot, stride_oh, D: tl.constexpr,
-                             SEG: tl.constexpr, DTYPE: tl.constexpr):
+def attention_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, flag_ptr, query_start_ptr, seq_lens_ptr, seq_idx_ptr,
+                             stride_mt, stride_mh, stride_at, stride_ah, stride_ot, stride_oh, stride_ft,
+                             D: tl.constexpr, SEG: tl.constexpr, DTYPE: tl.constexpr, CHECK: tl.constexpr):
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32; out: [T, Hq, D]
+    # flag: [T, Hq] float32 (unit stride on the head)
     # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
     row = tl.program_id(0)
     head = tl.program_id(1)
@@ -46,19 +52,31 @@ def attention_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, query_start_ptr, se
     m_all = tl.load(m_ptr + state)
     l_all = tl.load(l_ptr + state)
     acc = tl.load(acc_ptr + partial)
+    bad = 0.0
+    if CHECK:  # |x| < inf is false exactly for inf and NaN
+        bad = tl.where(tl.abs(m_all) < float("inf"), 0.0, 1.0)
     for s in range(1, position // SEG + 1):
         m_s = tl.load(m_ptr + state + s)
+        if CHECK:  # a segment of m = -inf (no finite score) would otherwise merge with weight 0
+            bad = tl.maximum(bad, tl.where(tl.abs(m_s) < float("inf"), 0.0, 1.0))
         m_new = tl.maximum(m_all, m_s)
         alpha = tl.exp(m_all - m_new)
         beta = tl.exp(m_s - m_new)
         l_all = l_all * alpha + tl.load(l_ptr + state + s) * beta
         acc = acc * alpha + tl.load(acc_ptr + partial + s * D) * beta
         m_all = m_new
-    tl.store(out_ptr + row * stride_ot + head * stride_oh + offs_d, (acc / l_all).to(DTYPE))
+    quotient = acc / l_all
+    out = quotient.to(DTYPE)
+    tl.store(out_ptr + row * stride_ot + head * stride_oh + offs_d, out)
+    if CHECK:  # a non-finite l or acc of any merged segment stays non-finite through the merge
+        bad = tl.maximum(bad, tl.where(tl.abs(l_all) < float("inf"), 0.0, 1.0))
+        bad = tl.maximum(bad, tl.max(tl.where(tl.abs(quotient) < float("inf"), 0.0, 1.0), axis=0))
+        bad = tl.maximum(bad, tl.max(tl.where(tl.abs(out) < float("inf"), 0.0, 1.0), axis=0))
+    tl.store(flag_ptr + row * stride_ft + head, bad)
 
 
 def check_attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, query_start_loc: torch.Tensor,
-                            seq_lens: torch.Tensor, seq_idx: torch.Tensor, out: torch.Tensor,
+                            seq_lens: torch.Tensor, seq_idx: torch.Tensor, out: torch.Tensor, nonfinite: torch.Tensor,
                             entry: PlanEntry) -> None:
     """The launch contract of attention_combine_kernel (shared with the CPU path).
 
@@ -67,7 +85,7 @@ def check_attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor,
     which holds when the scratch comes from the same block table), and the first half having
     stored each (token, head, segment) state the token sees.
     """
-    # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32; out: [T, Hq, D]
+    # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32; out: [T, Hq, D]; nonfinite: [T, Hq] fp32
     c, static = entry.constexpr_dict(), entry.static_dict()
     assert entry.kernel == "attention_combine", f"entry {entry.key} is not an attention_combine entry"
     num_heads, head_dim = static["num_heads"], c["D"]
@@ -86,20 +104,25 @@ def check_attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor,
             f"{name} must be a contiguous [{length}] int32 tensor, got {tuple(t.shape)} {t.dtype}"
     assert query_start_loc.dtype == torch.int32 and query_start_loc.is_contiguous(), \
         "query_start_loc must be contiguous int32"
-    devices = {t.device for t in (m, l, acc, query_start_loc, seq_lens, seq_idx, out)}
+    assert tuple(nonfinite.shape) == (out.shape[0], num_heads) and nonfinite.dtype == torch.float32, \
+        f"nonfinite must be [{out.shape[0]}, {num_heads}] float32, got {tuple(nonfinite.shape)} {nonfinite.dtype}"
+    assert nonfinite.stride(1) == 1 and nonfinite.stride(0) >= num_heads, \
+        f"nonfinite needs a unit head stride and rows that do not overlap, got {nonfinite.stride()}"
+    devices = {t.device for t in (m, l, acc, query_start_loc, seq_lens, seq_idx, out, nonfinite)}
     assert len(devices) == 1, f"all tensors must be on one device, got {devices}"
-    assert max(max_offset(acc), max_offset(out)) <= MAX_INDEX, "a tensor is too large for 32-bit offsets"
+    assert max(max_offset(acc), max_offset(out), max_offset(nonfinite)) <= MAX_INDEX, \
+        "a tensor is too large for 32-bit offsets"
 
 
 def launch_attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, query_start_loc: torch.Tensor,
-                             seq_lens: torch.Tensor, seq_idx: torch.Tensor, out: torch.Tensor,
+                             seq_lens: torch.Tensor, seq_idx: torch.Tensor, out: torch.Tensor, nonfinite: torch.Tensor,
                              entry: PlanEntry) -> None:
     """Check the contract, then launch attention_combine_kernel on grid (T, Hq)."""
-    # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32; out: [T, Hq, D]
-    check_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, entry)
+    # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32; out: [T, Hq, D]; nonfinite: [T, Hq] fp32
+    check_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, nonfinite, entry)
     if out.shape[0] == 0:
         return
     attention_combine_kernel[(out.shape[0], out.shape[1])](
-        m, l, acc, out, query_start_loc, seq_lens, seq_idx, m.stride(0), m.stride(1), acc.stride(0), acc.stride(1),
-        out.stride(0), out.stride(1), **constexpr_kwargs(entry), num_warps=entry.num_warps,
-        num_stages=entry.num_stages)
+        m, l, acc, out, nonfinite, query_start_loc, seq_lens, seq_idx,
+        m.stride(0), m.stride(1), acc.stride(0), acc.stride(1), out.stride(0), out.stride(1), nonfinite.stride(0),
+        **constexpr_kwargs(entry), num_warps=entry.num_warps, num_stages=entry.num_stages)

@@ -140,6 +140,11 @@ def _check_positive(**values: int) -> None:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
+def _unchecked(check_finite: bool) -> str:
+    """Key suffix of a kernel built without the run-time finiteness check."""
+    return "" if check_finite else "_unchecked"
+
+
 def _row_warps(block: int, max_warps: int) -> int:
     """Warps for a one-row-per-program kernel: about 256 elements per warp."""
     return max(1, min(max_warps, block // 256))
@@ -313,15 +318,21 @@ def silu_mul_config(*, intermediate_size: int, dtype: str) -> LaunchConfig:
 
 
 @lru_cache(maxsize=None)
-def store_kv_config(*, num_kv_heads: int, head_dim: int, page_size: int, dtype: str) -> LaunchConfig:
-    """KV-cache write: one program per (token, KV head) copies one K and one V row to its slot."""
+def store_kv_config(*, num_kv_heads: int, head_dim: int, page_size: int, dtype: str,
+                    check_finite: bool = True) -> LaunchConfig:
+    """KV-cache write: one program per (token, KV head) copies one K and one V row to its slot.
+
+    ``check_finite`` (CHECK) also flags a copied row holding inf or NaN (kernels/finiteness.py);
+    off, the key ends in ``_unchecked``.
+    """
     _check_positive(num_kv_heads=num_kv_heads, head_dim=head_dim, page_size=page_size)
     _check_dtype(dtype)
     if not _is_pow2(head_dim):
         raise ValueError(f"store_kv needs a power-of-two head_dim, got {head_dim}")
-    return _make("store_kv", f"hkv{num_kv_heads}_d{head_dim}_p{page_size}",
-                 {"D": head_dim, "PAGE_SIZE": page_size}, 1, 1,
-                 {"num_kv_heads": num_kv_heads, "head_dim": head_dim, "page_size": page_size, "dtype": dtype})
+    return _make("store_kv", f"hkv{num_kv_heads}_d{head_dim}_p{page_size}{_unchecked(check_finite)}",
+                 {"D": head_dim, "PAGE_SIZE": page_size, "CHECK": int(check_finite)}, 1, 1,
+                 {"num_kv_heads": num_kv_heads, "head_dim": head_dim, "page_size": page_size, "dtype": dtype,
+                  "check_finite": check_finite})
 
 
 @lru_cache(maxsize=None)
@@ -362,14 +373,19 @@ def paged_attention_config(*, num_heads: int, num_kv_heads: int, head_dim: int, 
 
 
 @lru_cache(maxsize=None)
-def attention_combine_config(*, num_heads: int, head_dim: int, seg: int, dtype: str) -> LaunchConfig:
+def attention_combine_config(*, num_heads: int, head_dim: int, seg: int, dtype: str,
+                             check_finite: bool = True) -> LaunchConfig:
     """Second half of the split KV walk: one program per (token, query head) merges the token's
     segment states in ascending order. ``seg`` is the SEG of the paged_attention entry whose
-    states it merges. One warp: a program merges a few [head_dim] rows.
+    states it merges. One warp: a program merges a few [head_dim] rows. ``check_finite`` (CHECK)
+    also flags a non-finite state or output (kernels/finiteness.py); off, the key ends in
+    ``_unchecked``.
     """
     _check_positive(num_heads=num_heads, head_dim=head_dim, seg=seg)
     _check_dtype(dtype)
     if not _is_pow2(head_dim):
         raise ValueError(f"attention combine needs a power-of-two head_dim, got {head_dim}")
-    return _make("attention_combine", f"hq{num_heads}_d{head_dim}_s{seg}", {"D": head_dim, "SEG": seg, "DTYPE": dtype},
-                 1, 1, {"num_heads": num_heads, "head_dim": head_dim, "seg": seg, "dtype": dtype})
+    return _make("attention_combine", f"hq{num_heads}_d{head_dim}_s{seg}{_unchecked(check_finite)}",
+                 {"D": head_dim, "SEG": seg, "DTYPE": dtype, "CHECK": int(check_finite)}, 1, 1,
+                 {"num_heads": num_heads, "head_dim": head_dim, "seg": seg, "dtype": dtype,
+                  "check_finite": check_finite})

@@ -16,7 +16,9 @@ slots (NaN, inf, stale data) never reach the result.
 
 Second half (:func:`attention_combine`, the twin of kernels/attention_combine.py): the segment
 states 0 .. positions[t] // SEG merged in ascending order with the same rescaling formula;
-segments past a query's own are never selected.
+segments past a query's own are never selected. With the plan's CHECK it flags, as the kernel
+does, a (token, head) whose merged segments' m, merged l or output is inf or NaN
+(kernels/finiteness.py).
 
 Dot products and sums are ``tree_sum`` over a fixed [BLOCK_N, D] tile and ``exp`` is the
 position-independent one, so a query's bits depend on its own q row, KV and position only.
@@ -29,6 +31,7 @@ import torch
 from kernels.attention import check_paged_attention, check_split_scratch
 from kernels.attention_combine import check_attention_combine
 from kernels.cpu_math import exp, tree_sum
+from kernels.finiteness import any_nonfinite, row_flags
 from kernels.plan import PlanEntry
 
 __all__ = ["attention_partial", "attention_combine"]
@@ -105,10 +108,11 @@ def attention_partial(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
 
 
 def attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, query_start_loc: torch.Tensor,
-                      seq_lens: torch.Tensor, seq_idx: torch.Tensor, out: torch.Tensor, entry: PlanEntry) -> None:
-    """Merge each query's segment states 0 .. pos // SEG in ascending order; writes ``out``."""
-    # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32; out: [T, Hq, D]
-    check_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, entry)
+                      seq_lens: torch.Tensor, seq_idx: torch.Tensor, out: torch.Tensor, nonfinite: torch.Tensor,
+                      entry: PlanEntry) -> None:
+    """Merge each query's segment states 0 .. pos // SEG in ascending order; writes ``out`` and ``nonfinite``."""
+    # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32; out: [T, Hq, D]; nonfinite: [T, Hq] fp32
+    check_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, nonfinite, entry)
     if out.shape[0] == 0:
         return
     last_segment = _positions(query_start_loc, seq_lens, seq_idx) // entry.constexpr_dict()["SEG"]  # [T]
@@ -125,4 +129,13 @@ def attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, query
         m_all = torch.where(keep, m_new, m_all)
         l_all = torch.where(keep, l_new, l_all)
         acc_all = torch.where(keep[..., None], acc_new, acc_all)
-    out.copy_((acc_all / l_all[..., None]).to(out.dtype))
+    quotient = acc_all / l_all[..., None]
+    out.copy_(quotient.to(out.dtype))
+    if entry.constexpr_dict()["CHECK"]:
+        merged = torch.arange(m.shape[2]) <= last_segment[:, None, None]  # [T, 1, NUM_SEG]: the segments read
+        bad = [(merged & ~torch.isfinite(m)).any(-1), ~torch.isfinite(l_all), any_nonfinite(quotient, 1)]
+        if out.dtype != torch.float32:  # float32: out holds the quotient's bits
+            bad.append(any_nonfinite(out, 1))
+        nonfinite.copy_(row_flags(*bad))
+    else:
+        nonfinite.zero_()

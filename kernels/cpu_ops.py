@@ -13,6 +13,7 @@ import torch
 
 from kernels.cpu_math import exp, rsqrt, tree_sum
 from kernels.embedding import check_embedding
+from kernels.finiteness import any_nonfinite
 from kernels.matmul import check_matmul
 from kernels.matmul_combine import check_matmul_combine
 from kernels.matmul_combine_norm import check_matmul_combine_norm
@@ -148,8 +149,13 @@ def silu_mul(gate_up: torch.Tensor, out: torch.Tensor, entry: PlanEntry) -> None
 
 
 def store_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-             slot_mapping: torch.Tensor, entry: PlanEntry) -> None:
-    """Copy each token's K and V rows to its slot (slots must be distinct)."""
-    check_store_kv(k, v, k_cache, v_cache, slot_mapping, entry)
+             slot_mapping: torch.Tensor, nonfinite: torch.Tensor, entry: PlanEntry) -> None:
+    """Copy each token's K and V rows to its slot (slots must be distinct); flag non-finite rows."""
+    # k, v: [T, Hkv, D]; nonfinite: [T, Hkv] float32
+    check_store_kv(k, v, k_cache, v_cache, slot_mapping, nonfinite, entry)
     k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, slot_mapping, k)
     v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, slot_mapping, v)
+    if entry.constexpr_dict()["CHECK"]:
+        nonfinite.copy_(any_nonfinite(torch.cat([k, v], dim=-1), 1))  # [T, Hkv]: K or V row
+    else:
+        nonfinite.zero_()

@@ -17,7 +17,7 @@ from kernels import configs, cpu_attention, cpu_ops, metadata
 from kernels.attention import launch_attention_partial, split_scratch
 from kernels.attention_combine import launch_attention_combine
 from kernels.embedding import launch_embedding
-from kernels.launch import metadata_checks_enabled, require
+from kernels.launch import active_plan, metadata_checks_enabled, require
 from kernels.matmul import launch_matmul
 from kernels.matmul_combine import launch_matmul_combine
 from kernels.matmul_combine_norm import launch_matmul_combine_norm
@@ -202,22 +202,41 @@ def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _checks_finite() -> bool:
+    """Whether the active plan was sealed with the run-time finiteness check (kernels/finiteness.py)."""
+    plan = active_plan()
+    return plan is None or plan.shape.check_finite  # no plan: require() refuses the launch anyway
+
+
+def _flags(nonfinite: torch.Tensor | None, num_tokens: int, num_heads: int, device: torch.device) -> torch.Tensor:
+    """The caller's ``[T, H]`` float32 flag view, or a scratch one for a caller that does not read them."""
+    if nonfinite is not None:
+        return nonfinite
+    return torch.empty(num_tokens, num_heads, dtype=torch.float32, device=device)
+
+
 def store_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-             slot_mapping: torch.Tensor) -> None:
-    """Write ``k``/``v`` [T, Hkv, D] into the caches [num_pages, page_size, Hkv, D] at ``slot_mapping`` [T]."""
+             slot_mapping: torch.Tensor, nonfinite: torch.Tensor | None = None) -> None:
+    """Write ``k``/``v`` [T, Hkv, D] into the caches [num_pages, page_size, Hkv, D] at ``slot_mapping`` [T].
+
+    ``nonfinite`` [T, Hkv] float32 receives the finiteness flag of each copied row (1.0: inf or
+    NaN; 0.0 everywhere when the plan is sealed without the check).
+    """
     entry = require(configs.store_kv_config(num_kv_heads=k_cache.shape[2], head_dim=k_cache.shape[3],
-                                            page_size=k_cache.shape[1], dtype=dtype_name(k_cache.dtype)))
+                                            page_size=k_cache.shape[1], dtype=dtype_name(k_cache.dtype),
+                                            check_finite=_checks_finite()))
     if metadata_checks_enabled():
         metadata.check_slots(slot_mapping, k_cache.shape[0] * k_cache.shape[1])
+    flags = _flags(nonfinite, k.shape[0], k_cache.shape[2], k.device)
     if _on_cuda(k, v, k_cache, v_cache, slot_mapping):
-        launch_store_kv(k, v, k_cache, v_cache, slot_mapping, entry)
+        launch_store_kv(k, v, k_cache, v_cache, slot_mapping, flags, entry)
     else:
-        cpu_ops.store_kv(k, v, k_cache, v_cache, slot_mapping, entry)
+        cpu_ops.store_kv(k, v, k_cache, v_cache, slot_mapping, flags, entry)
 
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
                     query_start_loc: torch.Tensor, seq_lens: torch.Tensor, scale: float,
-                    seq_idx: torch.Tensor | None = None) -> torch.Tensor:
+                    seq_idx: torch.Tensor | None = None, nonfinite: torch.Tensor | None = None) -> torch.Tensor:
     """Causal attention of ``q`` [T, Hq, D] over each request's paged KV -> [T, Hq, D].
 
     Request b's queries are rows ``query_start_loc[b]:query_start_loc[b+1]``; ``seq_lens[b]``
@@ -229,14 +248,16 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     Two launches: the KV walk cut into segments of SEG keys (kernels/attention.py) stores each
     token's softmax state per segment to fp32 scratch allocated here, sized from the block
     table's width (so a captured graph, one table width, serves every decode step); the combine
-    (kernels/attention_combine.py) merges a token's segments in ascending order.
+    (kernels/attention_combine.py) merges a token's segments in ascending order and writes
+    ``nonfinite`` [T, Hq] float32, the finiteness flag of each (token, head) (kernels/finiteness.py).
     """
     num_tokens = q.shape[0]
     entry = require(configs.paged_attention_config(
         num_heads=q.shape[1], num_kv_heads=k_cache.shape[2], head_dim=q.shape[-1], page_size=k_cache.shape[1],
         scale=scale, dtype=dtype_name(q.dtype)))
     combine = require(configs.attention_combine_config(num_heads=q.shape[1], head_dim=q.shape[-1],
-                                                       seg=entry.constexpr_dict()["SEG"], dtype=dtype_name(q.dtype)))
+                                                       seg=entry.constexpr_dict()["SEG"], dtype=dtype_name(q.dtype),
+                                                       check_finite=_checks_finite()))
     if metadata_checks_enabled():
         metadata.check_attention_metadata(query_start_loc, seq_lens, block_table, num_tokens,
                                           k_cache.shape[0], k_cache.shape[1])
@@ -246,12 +267,13 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         seq_idx = metadata.token_requests(query_start_loc, num_tokens)
     m, l, acc = split_scratch(q, block_table, entry)  # m, l: [T, Hq, NUM_SEG]; acc: [T, Hq, NUM_SEG, D]
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    flags = _flags(nonfinite, num_tokens, q.shape[1], q.device)
     if _on_cuda(q, k_cache, v_cache, block_table, query_start_loc, seq_lens):
         launch_attention_partial(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, m, l, acc,
                                  entry)
-        launch_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, combine)
+        launch_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, flags, combine)
     else:
         cpu_attention.attention_partial(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, m, l,
                                         acc, entry)
-        cpu_attention.attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, combine)
+        cpu_attention.attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, flags, combine)
     return out

@@ -30,6 +30,9 @@ class ModelShape:
     rope_theta: float = 10000.0
     rms_norm_eps: float = 1e-5
     max_position_embeddings: int = 2048
+    # The run-time attention finiteness check (kernels/finiteness.py) built into store_kv and the
+    # attention combine: a deployment choice, so part of the shape the plan is sealed for.
+    check_finite: bool = True
 
     def __post_init__(self) -> None:
         for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",

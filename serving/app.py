@@ -143,7 +143,7 @@ def build_app(state: ServerState) -> FastAPI:
             pass
         failed = next((c.error for c in gen.choices if c.error is not None), None)
         if failed is not None:
-            raise ApiError(400 if failed.is_client_error else 500, failed.message)
+            raise ApiError(400 if failed.is_client_error else 500, failed.message, code=failed.code)
         if any(c.finish_reason is None for c in gen.choices):  # the client went away
             state.metrics.count_request(endpoint, 499)
             return _json(error_body(499, "the client disconnected; the request was cancelled"), 499)

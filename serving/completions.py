@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator, Callable
 
+from serving.errors import error_body
 from serving.events import LogprobEntry
 from serving.generation import ChoiceState, Generation, row_digest
 from serving.logprobs import json_logprob
@@ -110,6 +111,9 @@ async def streamed_token(choice: dict[str, Any], c: ChoiceState, *, with_token: 
             choice["logprobs"] = logprobs([c.token_ids[pos]], [c.logprobs[pos]])
     if finished:
         choice["seed"] = c.spec.params.seed
+    if finished and c.error is not None:  # the stream says why this choice ended with "error"
+        choice["error"] = error_body(400 if c.error.is_client_error else 500, c.error.message,
+                                     code=c.error.code)["error"]
     return choice
 
 

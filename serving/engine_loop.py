@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from engine.sampling_params import SamplingParams
 from serving.engine_process import EngineInfo, engine_main
-from serving.events import Failed, Finished, Token
+from serving.events import NON_FINITE, Failed, Finished, Token
 from serving.metrics import Metrics
 
 __all__ = ["Submission", "EngineLoop", "EngineFailed", "Overloaded", "Unavailable"]
@@ -254,6 +254,9 @@ class EngineLoop:
                             del self._subs[request_id]
                             if isinstance(item, Finished):
                                 self.metrics.count_finish(item.reason)
+                            elif item.code == NON_FINITE:
+                                self.metrics.count_finish("error")
+                                self.metrics.count_non_finite()
                 batches.append((sub.sink, out))
         self._resolve(digests)
         for sink, out in batches:

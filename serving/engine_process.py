@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from engine.llm_engine import BadRequestError, StepResult
-from serving.events import Failed, Finished, PromptLogprobs
+from serving.events import NON_FINITE, Failed, Finished, PromptLogprobs
 from serving.logprobs import prompt_entries, token_entry
 
 __all__ = ["EngineInfo", "engine_main", "IDLE_WAIT_S", "LAST_DIGESTS_S"]
@@ -192,8 +192,10 @@ class _Server:
             self.digests.append((p.request_id, p.position, p.digest))
         for output in result.finished:
             if self.subs.pop(output.request_id, None) is not None:
-                self.out.setdefault(output.request_id, []).append(
-                    Finished(output.finish_reason or "stop", output.num_cached_tokens))
+                end = Failed(output.error or "the engine ended the request", code=NON_FINITE) \
+                    if output.finish_reason == "error" else \
+                    Finished(output.finish_reason or "stop", output.num_cached_tokens)
+                self.out.setdefault(output.request_id, []).append(end)
 
     def _send(self, step_s: float | None, num_tokens: int) -> None:
         ready, late = [], []

@@ -5,7 +5,10 @@ from __future__ import annotations
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-__all__ = ["LogprobEntry", "Token", "PromptLogprobs", "Finished", "Failed"]
+__all__ = ["LogprobEntry", "Token", "PromptLogprobs", "Finished", "Failed", "NON_FINITE"]
+
+# Failed.code of a request the engine's run-time attention finiteness check ended (engine/finiteness.py)
+NON_FINITE = "non_finite_attention"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +53,9 @@ class Finished:
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    """The request could not run (an engine refusal, or an engine failure)."""
+    """The request could not run (an engine refusal, or an engine failure), or the engine ended it
+    (``code`` NON_FINITE: the run-time finiteness check flagged it)."""
 
     message: str
     is_client_error: bool = False
+    code: str | None = None

@@ -28,6 +28,7 @@ class Metrics:
         self._step_buckets = [0] * len(STEP_BUCKETS_S)
         self._state = {"num_waiting": 0, "num_running": 0, "num_free_pages": 0, "num_pages": 0}
         self._pending = 0
+        self._non_finite = 0
 
     def count_request(self, endpoint: str, status: int) -> None:
         with self._lock:
@@ -36,6 +37,11 @@ class Metrics:
     def count_finish(self, reason: str) -> None:
         with self._lock:
             self._finish_reasons[reason] += 1
+
+    def count_non_finite(self) -> None:
+        """A request the engine's run-time attention finiteness check ended."""
+        with self._lock:
+            self._non_finite += 1
 
     def count_prompt_tokens(self, num: int) -> None:
         with self._lock:
@@ -73,6 +79,9 @@ class Metrics:
             lines += ["# HELP bitcase_request_finish_total Engine requests finished, by finish reason.",
                       "# TYPE bitcase_request_finish_total counter"]
             lines += [f'bitcase_request_finish_total{{reason="{r}"}} {n}' for r, n in sorted(self._finish_reasons.items())]
+            lines += ["# HELP bitcase_attention_non_finite_total Requests the run-time attention finiteness check "
+                      "ended (finish reason error).", "# TYPE bitcase_attention_non_finite_total counter",
+                      f"bitcase_attention_non_finite_total {self._non_finite}"]
             lines += ["# HELP bitcase_prompt_tokens_total Prompt tokens admitted to the engine.",
                       "# TYPE bitcase_prompt_tokens_total counter", f"bitcase_prompt_tokens_total {self._prompt_tokens}",
                       "# HELP bitcase_generation_tokens_total Tokens the engine produced.",

@@ -189,8 +189,10 @@ def check_config(
     """Run the runtime configuration checks and write runtime_config_check evidence.
 
     runtime.plan (sealed plan digest; every recorded launch in the plan; outside launches refused),
-    runtime.no_autotune (static scan and loaded modules) and runtime.deployment (the engine starts
-    only under D; versions, accelerator and thread count equal D). Exit 1 if a check fails.
+    runtime.no_autotune (static scan and loaded modules), runtime.deployment (the engine starts
+    only under D; versions, accelerator and thread count equal D) and, under a D that runs the
+    run-time finiteness check, trusted.attention-finiteness (every store_kv and combine launch
+    checked; a cached K/V row made NaN ends its request). Exit 1 if a check fails.
     """
     import sys
 

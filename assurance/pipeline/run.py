@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from assurance.evaluation import TRUSTED_STATUSES
 from assurance.pipeline.options import AssureOptions
 from assurance.pipeline.stages import StageContext, run_stage, stage_obligations
 
@@ -119,8 +120,9 @@ def run_pipeline(options: AssureOptions, *, command: tuple[str, ...], say: Calla
     outcomes: list[StageOutcome] = []
     for stage in options.stages:
         statuses, _, _ = _obligation_statuses(options, deployment)
-        owned = stage_obligations(stage, list(statuses))
-        wanted = owned if options.is_forced else [o for o in owned if statuses[o] in NEEDS_RUN]
+        owned = stage_obligations(stage, list(statuses), deployment.fields)
+        # a trusted obligation a stage owns (the finiteness premise) is run until evidence discharges it
+        wanted = owned if options.is_forced else [o for o in owned if statuses[o] in NEEDS_RUN + TRUSTED_STATUSES]
         if not owned:
             outcomes.append(StageOutcome(stage, "skipped", message="the case has no obligation for this stage"))
             continue

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from evidence_db.bundle import Deployment, EvidenceRecord, Producer, utc_now
 
@@ -57,14 +57,17 @@ class StageContext:
             return load_evidence(session=session)
 
 
-def stage_obligations(stage: str, all_obligations: Sequence[str]) -> list[str]:
-    """The obligations (among the case's, under D) that ``stage`` produces evidence for."""
+def stage_obligations(stage: str, all_obligations: Sequence[str], d_fields: Mapping[str, Any] | None = None
+                      ) -> list[str]:
+    """The obligations (among the case's, under D of fields ``d_fields``) that ``stage`` produces evidence for."""
     if stage == "verify":
         return sorted(o for o in all_obligations if o.startswith("kernel.") and o.endswith(".contract"))
     if stage == "runtime":
-        from engine.compare.protocol import RUNTIME_OBLIGATIONS
+        from engine.compare.protocol import FINITENESS_OBLIGATION, RUNTIME_OBLIGATIONS
 
-        return [o for o in RUNTIME_OBLIGATIONS if o in all_obligations]
+        # the finiteness premise is checked only under a D that runs the check (engine.check_finite)
+        finiteness = (FINITENESS_OBLIGATION,) if (d_fields or {}).get("engine", {}).get("check_finite") else ()
+        return [o for o in RUNTIME_OBLIGATIONS + finiteness if o in all_obligations]
     if stage == "properties":
         return [o for o in PROPERTY_TESTS if o in all_obligations]
     if stage == "compare":

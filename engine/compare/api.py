@@ -160,10 +160,12 @@ def runtime_checks(model_dir: str | Path, device: str = "cpu", scale: str = "ci"
 
     ``deployment`` is the expected D (for example one sealed on another machine and loaded from a
     bundle); default :func:`deployment_for`. Checks: ``runtime.plan``, ``runtime.no_autotune``,
-    ``runtime.deployment`` (see ``engine/compare/runtime_checks.py``). ``config`` checks an engine
+    ``runtime.deployment`` and, under a D with the finiteness check on, ``trusted.attention-finiteness``
+    (see ``engine/compare/runtime_checks.py``). ``config`` checks an engine
     of that configuration (a server's) instead of the scale's; ``deployment`` must then be its D.
     """
-    from engine.compare.runtime_checks import autotune_check, check_records, deployment_check, plan_check
+    from engine.compare.runtime_checks import (FINITENESS_OBLIGATION, autotune_check, check_records,
+                                               deployment_check, finiteness_check, plan_check)
     from engine.compare.runtime_probe import probe_engine
     from kernels.plan import plan_for
 
@@ -173,7 +175,8 @@ def runtime_checks(model_dir: str | Path, device: str = "cpu", scale: str = "ci"
     started = utc_now()
     config = spec.engine_config(device=device) if config is None else config
     model = read_model_spec(model_dir)
-    recomputed = plan_for(model.shape(page_size=config.page_size, dtype=model.serving_dtype(config.dtype))).digest
+    recomputed = plan_for(model.shape(page_size=config.page_size, dtype=model.serving_dtype(config.dtype),
+                                      check_finite=config.check_finite)).digest
     from engine.deployment import DeploymentMismatch
 
     probe, refusal, crash = None, None, None
@@ -193,6 +196,9 @@ def runtime_checks(model_dir: str | Path, device: str = "cpu", scale: str = "ci"
     else:
         results["runtime.plan"] = ("error", [f"no probe run: {refusal or crash}"], {"plan_digest": recomputed})
     results["runtime.no_autotune"] = autotune_check()
+    if deployment.fields.get("engine", {}).get("check_finite"):  # off: the premise stays trusted
+        results[FINITENESS_OBLIGATION] = finiteness_check(probe, deployment.fields) if probe is not None else \
+            ("error", [f"no probe run: {refusal or crash}"], {})
     subjects = _subjects(deployment)
     identity = RunIdentity(key=run_key(deployment=deployment, subjects=subjects, scale=spec.name, seed=0,
                                        protocol=PROTOCOL_VERSION),

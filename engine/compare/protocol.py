@@ -14,6 +14,7 @@ __all__ = [
     "OBLIGATIONS",
     "EXPECTED_COMPARISONS",
     "RUNTIME_OBLIGATIONS",
+    "FINITENESS_OBLIGATION",
     "FIDELITY_OBLIGATION",
     "suite_names",
 ]
@@ -49,6 +50,8 @@ EXPECTED_COMPARISONS: dict[str, int] = {
 }
 
 RUNTIME_OBLIGATIONS = ("runtime.plan", "runtime.no_autotune", "runtime.deployment")
+# Discharged by the runtime stage under a D with the run-time finiteness check on (kernels/finiteness.py).
+FINITENESS_OBLIGATION = "trusted.attention-finiteness"
 FIDELITY_OBLIGATION = "fidelity.reference"
 
 

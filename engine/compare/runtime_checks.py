@@ -9,6 +9,11 @@
 * ``runtime.deployment``: the engine started only because its own recomputed D equals the
   expected D, it refuses a different D, and versions, accelerator and thread count observed here
   independently equal D's fields.
+* ``trusted.attention-finiteness`` (only under a D whose engine field ``check_finite`` is on):
+  every store_kv and attention-combine launch of the probe ran with the finiteness check
+  (CHECK = 1), and the check ended a request whose cached K/V row was made NaN while its
+  companion ran on. Under such a D every step of every run checks the premise
+  (kernels/finiteness.py), so this discharges the trusted item as runtime-checked.
 
 These are checks of one run, never proofs. Record ids carry the run's start time: every execution
 is its own event, so a later pass never hides an earlier failure.
@@ -23,10 +28,21 @@ from typing import Any
 
 from engine.compare.autotune_scan import probe_modules, scan_sources
 from engine.compare.identity import REPO_ROOT, RunIdentity
+from engine.compare.protocol import FINITENESS_OBLIGATION
 from engine.compare.runtime_probe import ProbeResult, observed_environment
 from evidence_db.bundle import EvidenceRecord
 
-__all__ = ["plan_check", "autotune_check", "deployment_check", "check_records"]
+__all__ = ["plan_check", "autotune_check", "deployment_check", "finiteness_check", "check_records",
+           "FINITENESS_OBLIGATION"]
+
+# What a passing finiteness record says (kernels/finiteness.py has the argument).
+FINITENESS_COVERS = ("every K/V row store_kv writes is finite (so every K/V row attention reads: each was written "
+                     "and flagged by a step of its request, or published by an unflagged step)",
+                     "the running max of every merged segment, the merged sum and the output of every (token, head) "
+                     "are finite (so a q row is finite and no score, sum or accumulator overflowed)")
+FINITENESS_TRUSTED = ("IEEE 754 propagation of inf and NaN by the device's float operations",
+                      "the flagging code computes what kernels/finiteness.py says (tests, not proofs)",
+                      "values attention does not read: other kernels' arithmetic")
 
 KERNELS_ON_PATH = ("embedding", "rms_norm", "matmul", "rope", "silu_mul", "store_kv", "paged_attention",
                    "attention_combine")
@@ -97,6 +113,28 @@ def deployment_check(probe: ProbeResult | None, d_fields: dict[str, Any], d_dige
             problems.append("the engine started under a deployment digest it does not match")
     details = {"fields": fields, "engine_startup": startup_error or "started under the expected D",
                "refusal": None if probe is None else probe.wrong_deployment_refused}
+    return ("fail" if problems else "pass"), problems, details
+
+
+def finiteness_check(probe: ProbeResult, d_fields: dict[str, Any]) -> tuple[str, list[str], dict]:
+    """(status, problems, details) of ``trusted.attention-finiteness`` under a D with the check on."""
+    problems = []
+    if d_fields.get("engine", {}).get("check_finite") is not True:
+        problems.append("D does not say the run-time finiteness check is on")
+    checks = {key: opts.get("CHECK") for kernel, key, opts in probe.launches
+              if kernel in ("store_kv", "attention_combine")}
+    if not checks:
+        problems.append("no store_kv or attention_combine launch was recorded")
+    unchecked = sorted(key for key, value in checks.items() if value != 1)
+    if unchecked:
+        problems.append(f"launches without the check: {unchecked}")
+    control = probe.finiteness_control
+    if control.get("poisoned") != "error":
+        problems.append(f"a request whose cached K/V row was NaN finished {control.get('poisoned')!r}, not 'error'")
+    if control.get("companion") != "length":
+        problems.append(f"the control's companion finished {control.get('companion')!r}, not 'length'")
+    details = {"checked_keys": sorted(checks), "control": control, "num_flagged_in_probe": probe.num_flagged,
+               "covers": list(FINITENESS_COVERS), "stays_trusted": list(FINITENESS_TRUSTED)}
     return ("fail" if problems else "pass"), problems, details
 
 

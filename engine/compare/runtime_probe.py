@@ -3,7 +3,10 @@
 The probe starts an engine of D (refusing to start unless its own recomputed D equals the expected
 digest), runs a prefill long enough to be chunked, decodes, and re-submits a prefix so a cache hit
 happens, all inside ``record_launches()``. It also provokes the two refusals the checks rely on:
-a launch outside the sealed plan and an engine started against a different D.
+a launch outside the sealed plan and an engine started against a different D, and, as the
+positive control of the run-time finiteness check, turns one cached K/V row of a running
+request into NaN between two steps: with the check on, that request must end with finish reason
+"error" while its companion runs to its length.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ class ProbeResult:
     prefill_chunk_ends: tuple[int, ...] = ()
     outside_plan_refused: str | None = None  # the refusal message, None if the launch was admitted
     wrong_deployment_refused: str | None = None
+    finiteness_control: dict[str, Any] = field(default_factory=dict)  # finish reasons of the NaN control
+    num_flagged: int = 0  # requests of the plain probe runs the finiteness check ended
 
 
 def observed_environment(device: str) -> dict[str, Any]:
@@ -71,6 +76,20 @@ def _refuse_outside_plan(plan) -> str | None:
     return None
 
 
+def _finiteness_control(engine, params) -> dict[str, Any]:
+    """Poison the K/V of position 0 of one running request (layer 0) after its prefill; finish both."""
+    engine.add_request(list(prompt_ids(0, "runtime.nan", 5, engine.spec.vocab_size)), params, request_id="nan-control")
+    engine.add_request(list(prompt_ids(0, "runtime.nan.companion", 5, engine.spec.vocab_size)), params,
+                       request_id="nan-companion")
+    engine.step()  # both prefill; the next step's attention reads position 0 again
+    seq = next(s for s in engine.scheduler.running if s.request_id == "nan-control")
+    engine.runner.kv.k[0, seq.page_table[0], 0] = float("nan")
+    engine.runner.kv.v[0, seq.page_table[0], 0] = float("nan")
+    outputs = {o.request_id: o.finish_reason for o in engine.run()}
+    return {"poisoned": outputs.get("nan-control"), "companion": outputs.get("nan-companion"),
+            "num_events": len(engine.nonfinite_events)}
+
+
 def probe_engine(model_dir: Path, config: EngineConfig, expected: Deployment) -> ProbeResult:
     """Run the probe under ``config``; the engine refuses to start unless it computes ``expected``."""
     from engine.deployment import DeploymentMismatch
@@ -95,6 +114,8 @@ def probe_engine(model_dir: Path, config: EngineConfig, expected: Deployment) ->
     result.launches = [(r.kernel, r.key, dict(r.config)) for r in launches]
     result.prefill_chunk_ends = outputs[0].prefill_chunk_ends
     result.cached_tokens = outputs[1].num_cached_tokens
+    result.num_flagged = len(engine.nonfinite_events)
+    result.finiteness_control = _finiteness_control(engine, params)
     result.outside_plan_refused = _refuse_outside_plan(plan)
     wrong = "sha256:" + "0" * 64
     try:

@@ -20,7 +20,8 @@ PLAN = (PlanItem("matmul", "matmul.n64_k64", "kernels/matmul.py", "sha256:1"),
 CASE_TRUSTED = {"trusted.contract-translation", "trusted.tensor-representation", "trusted.verifier-translator",
                  "trusted.verifier-rules", "trusted.solver-encoding", "trusted.interface-mapping",
                  "trusted.triton-compiler", "trusted.gpu-execution", "trusted.attention-finiteness",
-                 "trusted.cuda-graph-replay", "trusted.cpu-path", "trusted.triton-primitives"}
+                 "trusted.cuda-graph-replay", "trusted.cpu-path", "trusted.triton-primitives",
+                 "trusted.finiteness-check"}
 SUITES = {"suite.batch", "suite.chunk", "suite.prefill_decode", "suite.prefix", "suite.schedule",
           "suite.negative_control"}
 
@@ -94,15 +95,41 @@ def test_cpu_and_gpu_trusted_items_follow_the_device():
                               deployment_fields=fields, today=TODAY, now=NOW)
         return {n for n in CASE_TRUSTED if evaluation.node(n).status != "not-applicable"}
 
-    cpu = {"accelerator": {"device_type": "cpu"}, "engine": {"cuda_graphs": False}}
-    gpu = {"accelerator": {"device_type": "cuda", "name": "H200"}, "engine": {"cuda_graphs": False}}
-    graphs = {"accelerator": {"device_type": "cuda", "name": "H200"}, "engine": {"cuda_graphs": True}}
+    cpu = {"accelerator": {"device_type": "cpu"}, "engine": {"cuda_graphs": False, "check_finite": True}}
+    gpu = {"accelerator": {"device_type": "cuda", "name": "H200"}, "engine": {"cuda_graphs": False,
+                                                                            "check_finite": True}}
+    graphs = {"accelerator": {"device_type": "cuda", "name": "H200"},
+              "engine": {"cuda_graphs": True, "check_finite": False}}
     assert applies(cpu) == CASE_TRUSTED - {"trusted.gpu-execution", "trusted.cuda-graph-replay"}
     assert applies(gpu) == CASE_TRUSTED - {"trusted.cpu-path", "trusted.cuda-graph-replay"}
-    assert applies(graphs) == CASE_TRUSTED - {"trusted.cpu-path"}
+    # without the run-time check there is no check to trust: the premise itself stays trusted
+    assert applies(graphs) == CASE_TRUSTED - {"trusted.cpu-path", "trusted.finiteness-check"}
 
 
 def test_every_assumption_the_verifier_relies_on_is_an_obligation_of_the_case():
     catalogue = pytest.importorskip("proofs.trusted", reason="the verifier's catalogue is not installed").CATALOGUE
     obligations = {o for n in case().nodes if n.is_trusted for o in n.obligations}
     assert {f"trusted.{i}" for i in catalogue} - obligations == set()
+
+
+def test_a_passing_finiteness_runtime_check_takes_the_premise_out_of_the_trusted_base():
+    from assurance.trusted import trusted_base
+    from tests.assurance.conftest import ev
+
+    fields = {"accelerator": {"device_type": "cpu"}, "engine": {"cuda_graphs": False, "check_finite": True}}
+    reliance = ev("trusted.attention-finiteness", category="trusted_contract_translation", item="proof-reliance")
+
+    def evaluated(evidence):
+        return evaluate(case(), evidence=evidence, reviews=[], subjects={}, deployment_digest=D,
+                        deployment_fields=fields, today=TODAY, now=NOW)
+
+    before = evaluated([reliance])
+    assert before.node("trusted.attention-finiteness").status.startswith("trusted")
+    assert "trusted.attention-finiteness" in {r.id for r in trusted_base(before)}
+    checked = ev("trusted.attention-finiteness", category="runtime_config_check", item="finiteness-run")
+    after = evaluated([reliance, checked])
+    assert after.node("trusted.attention-finiteness").status == "runtime-checked"
+    assert "trusted.attention-finiteness" not in {r.id for r in trusted_base(after)}
+    failed = evaluated([reliance, checked, ev("trusted.attention-finiteness", "fail", category="runtime_config_check",
+                                             item="finiteness-later-run")])
+    assert failed.node("trusted.attention-finiteness").status == "failed"

@@ -39,6 +39,6 @@ def test_every_suite_at_ci_scale(request, tmp_path_factory, preset):
     control = [r for r in units if r.obligation == "suite.negative_control"]
     assert len(control) == 5 and all(r.details["num_failed"] > 0 for r in control)
     assert {r.obligation for r in records if r.category == "runtime_config_check"} == {
-        "runtime.plan", "runtime.no_autotune", "runtime.deployment"}
+        "runtime.plan", "runtime.no_autotune", "runtime.deployment", "trusted.attention-finiteness"}
     assert [e.kind for e in events].count("unit") == 34
     print(f"ci scale, every suite, {preset}: {seconds:.0f} s")  # docs/performance.md records the measured figure

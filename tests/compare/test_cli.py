@@ -32,7 +32,7 @@ def test_compare_writes_a_bundle_and_json_summary(tiny_model_dir, tmp_path):
         "detected": 0, "errors": 0, "findings": 0}
     assert {"runtime.plan", "runtime.no_autotune", "runtime.deployment"} <= set(summary["obligations"])
     records = read_bundle(out)
-    assert len(records) == summary["records"] == 4 + 3
+    assert len(records) == summary["records"] == 4 + 4  # units + runtime checks, finiteness included
     assert (summary["shard"], summary["device"], summary["gpus"]) == ("1/1", "cpu", 1)
     assert all(r["schema"] == "bitcase.evidence/v2" for r in records)
 

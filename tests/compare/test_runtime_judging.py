@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from engine.compare.runtime_checks import KERNELS_ON_PATH, deployment_check, plan_check
+from engine.compare.runtime_checks import KERNELS_ON_PATH, deployment_check, finiteness_check, plan_check
 from engine.compare.runtime_probe import ProbeResult, observed_environment
 from evidence_db.bundle import Deployment
 
@@ -70,3 +70,31 @@ def test_an_engine_that_refuses_d_fails_the_deployment_check():
     fields = d_fields()
     status, problems, details = deployment_check(None, fields, Deployment(fields).digest, "cpu", "DeploymentMismatch")
     assert status == "fail" and "refused to start" in problems[0]
+
+
+CHECKED = [("store_kv", "store_kv.x", {"CHECK": 1}), ("attention_combine", "attention_combine.x", {"CHECK": 1})]
+CONTROL = {"poisoned": "error", "companion": "length", "num_events": 1}
+
+
+def test_the_finiteness_check_passes_when_d_runs_it_and_the_control_is_caught():
+    status, problems, details = finiteness_check(probe(launches=CHECKED, finiteness_control=CONTROL),
+                                                 d_fields(engine={"check_finite": True}))
+    assert status == "pass", problems
+    assert details["covers"] and details["stays_trusted"]
+
+
+@pytest.mark.parametrize("fields,change,expected", [
+    (d_fields(engine={"check_finite": False}), {}, "D does not say"),
+    (d_fields(engine={"check_finite": True}),
+     {"launches": CHECKED[:1] + [("attention_combine", "attention_combine.y", {"CHECK": 0})]},
+     "launches without the check"),
+    (d_fields(engine={"check_finite": True}), {"launches": []}, "no store_kv or attention_combine launch"),
+    (d_fields(engine={"check_finite": True}), {"finiteness_control": {**CONTROL, "poisoned": "length"}},
+     "finished 'length', not 'error'"),
+    (d_fields(engine={"check_finite": True}), {"finiteness_control": {**CONTROL, "companion": "error"}},
+     "companion finished 'error'"),
+])
+def test_finiteness_defects_fail(fields, change, expected):
+    observed = probe(**{"launches": CHECKED, "finiteness_control": CONTROL, **change})
+    status, problems, _ = finiteness_check(observed, fields)
+    assert status == "fail" and any(expected in p for p in problems), problems

@@ -101,12 +101,13 @@ def test_graph_replay_equals_eager_padded_and_unpadded_forwards(graphs, prompts)
         runner.kv.v.copy_(kv_before[1])
 
     batch = runner.buffers.stage_decode(runner.padded_decode.pad(chunks))
-    logits, tokens, _ = runner.padded_decode.forward(batch, check_metadata=True)  # eager, with index checks
-    eager_out = logits.clone(), tokens.clone(), runner.kv.k.clone(), runner.kv.v.clone()
+    logits, tokens, flags, _ = runner.padded_decode.forward(batch, check_metadata=True)  # eager, with index checks
+    eager_out = logits.clone(), tokens.clone(), runner.kv.k.clone(), runner.kv.v.clone(), flags.clone()
     torch.cuda.synchronize()  # the staged copies are done before run() rewrites the pinned mirrors
     restore()
-    logits, tokens, _ = runner.padded_decode.run(chunks)  # graph replay
+    logits, tokens, flags, _ = runner.padded_decode.run(chunks)  # graph replay
     assert torch.equal(logits, eager_out[0]) and torch.equal(tokens, eager_out[1])  # padding rows too
+    assert torch.equal(flags, eager_out[4]) and not bool(flags.any())  # the replayed finiteness flags
     assert torch.equal(runner.kv.k, eager_out[2]) and torch.equal(runner.kv.v, eager_out[3])
     restore()
     decode, runner.padded_decode = runner.padded_decode, None

@@ -49,12 +49,14 @@ def test_mixed_graph_replay_equals_eager_padded_and_unpadded_forwards(graphs, pr
         runner.kv.v.copy_(kv_before[1])
 
     batch = runner.padded_mixed.stage(chunks, shape)
-    logits, tokens, _ = runner.padded_mixed.forward(batch, check_metadata=True)  # eager, with index checks
+    logits, tokens, flags, _ = runner.padded_mixed.forward(batch, check_metadata=True)  # eager, with index checks
+    flags = flags.clone()
     eager_out = logits.clone(), tokens.clone(), runner.kv.k.clone(), runner.kv.v.clone()
     torch.cuda.synchronize()
     restore()
-    logits, tokens, _ = runner.padded_mixed.run(chunks, shape)  # graph replay
+    logits, tokens, replayed_flags, _ = runner.padded_mixed.run(chunks, shape)  # graph replay
     assert torch.equal(logits, eager_out[0]) and torch.equal(tokens, eager_out[1])  # padding rows too
+    assert torch.equal(replayed_flags, flags) and not bool(flags.any())  # finite inputs: nothing flagged
     assert torch.equal(runner.kv.k, eager_out[2]) and torch.equal(runner.kv.v, eager_out[3])
     restore()
     mixed, runner.padded_mixed = runner.padded_mixed, None

@@ -48,6 +48,7 @@ from kernels.store_kv import launch_store_kv
 from kernels.tensors import dtype_name
 from tests.kernels import reference
 from tests.kernels.attention_cases import Step, make_request, run_steps, schedule_failures
+from tests.kernels.finiteness_cases import attention_flag_failures, combine_flag_failures, store_kv_flag_failures
 from tests.kernels.invariance import Case, bits_equal, fill_rows, row_invariance_failures
 
 # Small enough for the interpreter: 2 query heads share 1 KV head, 16-slot pages.
@@ -81,18 +82,20 @@ def triton_split_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def triton_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, scale):
+def triton_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, scale, seq_idx=None,
+                     nonfinite=None):
     """The plan's two attention kernels, launched as ops.paged_attention launches them on CUDA."""
     entry = require(configs.paged_attention_config(num_heads=q.shape[1], num_kv_heads=k_cache.shape[2],
                                                    head_dim=q.shape[2], page_size=k_cache.shape[1], scale=scale,
                                                    dtype=dtype_name(q.dtype)))
     combine = require(configs.attention_combine_config(num_heads=q.shape[1], head_dim=q.shape[2],
                                                        seg=entry.constexpr_dict()["SEG"], dtype=dtype_name(q.dtype)))
-    seq_idx = metadata.token_requests(query_start_loc, q.shape[0])
+    seq_idx = metadata.token_requests(query_start_loc, q.shape[0]) if seq_idx is None else seq_idx
     m, l, acc = split_scratch(q, block_table, entry)
     out = torch.empty_like(q)
+    flags = torch.full((q.shape[0], q.shape[1]), -1.0) if nonfinite is None else nonfinite
     launch_attention_partial(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, m, l, acc, entry)
-    launch_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, combine)
+    launch_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, flags, combine)
     return out
 
 
@@ -211,8 +214,10 @@ def check_store_kv(dtype: torch.dtype) -> str:
     k_cache, v_cache = torch.full((2, 16, 1, 16), float("nan"), dtype=dtype), torch.zeros(2, 16, 1, 16, dtype=dtype)
     k, v = fill_rows("random", (5, 1, 16), dtype, gen), fill_rows("random", (5, 1, 16), dtype, gen)
     slots = torch.tensor([31, 0, 9, 8, 17])
-    launch_store_kv(k, v, k_cache, v_cache, slots, entry)
+    flags = torch.full((5, 1), -1.0)
+    launch_store_kv(k, v, k_cache, v_cache, slots, flags, entry)
     assert bits_equal(k_cache.view(32, 1, 16)[slots], k) and bits_equal(v_cache.view(32, 1, 16)[slots], v)
+    assert (flags == 0).all(), f"finite rows flagged: {flags.flatten().tolist()}"
     untouched = torch.ones(32, dtype=torch.bool)
     untouched[slots] = False
     assert torch.isnan(k_cache.view(32, 16)[untouched]).all() and (v_cache.view(32, 16)[untouched] == 0).all()
@@ -254,9 +259,22 @@ def check_attention(dtype: torch.dtype) -> str:
     return "prefill = chunked = decode bitwise, NaN neighbours and poisoned slots ignored"
 
 
+def check_finiteness(dtype: torch.dtype) -> str:
+    """The kernels' run-time finiteness flags (kernels/finiteness.py) on the cases the CPU path passes."""
+    if dtype == torch.bfloat16:
+        raise Unsupported("bf16 attention uses bf16 tl.dot (see check_attention); bf16 flags run in tests/gpu")
+    store = require(configs.store_kv_config(num_kv_heads=1, head_dim=16, page_size=16, dtype="float32"))
+    failures = store_kv_flag_failures(launch_store_kv, store)
+    combine = require(configs.attention_combine_config(num_heads=2, head_dim=16, seg=128, dtype="float32"))
+    failures += combine_flag_failures(launch_attention_combine, combine)
+    failures += attention_flag_failures(triton_attention, num_heads=2, num_kv_heads=1, head_dim=16, page_size=16)
+    assert not failures, failures[:5]
+    return "store_kv and combine flag exactly the poisoned (token, head); q, K/V and overflow caught"
+
+
 CHECKS: dict[str, Callable[[torch.dtype], str]] = {
     "matmul": check_matmul, "matmul_split": check_matmul_split, "rowwise": check_rowwise, "store_kv": check_store_kv, "attention": check_attention,
-    "attention_small_pages": check_attention_small_pages}
+    "attention_small_pages": check_attention_small_pages, "finiteness": check_finiteness}
 DTYPES = ("float32", "bfloat16")
 
 

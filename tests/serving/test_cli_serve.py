@@ -82,7 +82,8 @@ def test_sigterm_drains_then_aborts(model_dir, tmp_path):
 
     with open_session(str(db)) as session:
         stored = load_evidence(session=session)
-    assert {e.obligation for e in stored} == {"runtime.plan", "runtime.deployment", "runtime.no_autotune"}
+    assert {e.obligation for e in stored} == {"runtime.plan", "runtime.deployment", "runtime.no_autotune",
+                                              "trusted.attention-finiteness"}  # D runs the finiteness check
     assert {e.category for e in stored} == {"runtime_config_check"}
 
 
@@ -131,4 +132,4 @@ def test_signed_start_up_checks_are_stored_with_their_signer(model_dir, tmp_path
     from evidence_db.signatures import list_signers
 
     with open_session(str(db)) as session:
-        assert [(s.key_id, s.num_items) for s in list_signers(session=session)] == [(key_id, 3)]
+        assert [(s.key_id, s.num_items) for s in list_signers(session=session)] == [(key_id, 4)]

@@ -131,4 +131,5 @@ def test_models_health_metrics_deployment(served, client):
     d = httpx.get(served.base_url + "/bitcase/deployment").json()
     assert d["plan_digest"] == d["deployment"]["kernel_plan"]["digest"]
     assert {c["obligation"]: c["status"] for c in d["startup_checks"]} == \
-        {"runtime.deployment": "pass", "runtime.plan": "pass", "runtime.no_autotune": "pass"}
+        {"runtime.deployment": "pass", "runtime.plan": "pass", "runtime.no_autotune": "pass",
+         "trusted.attention-finiteness": "pass"}
