@@ -55,7 +55,10 @@ DEEP_K = 8192
 # and the tests: 4 splits wherever N <= K, with 16-deep K steps, so the tiny preset's o and down
 # projections run the split path with 1 and 2 steps per split (a wrong fold order changes bits).
 # A split needs K to be a multiple of SPLITS * BLOCK_K (else the weight keeps one launch).
-SPLIT_K = {"bfloat16": 4, "float32": 4}
+# bfloat16 plans keep one launch per weight for now: 4 splits of llama-1b's narrow weights measured
+# slower on an H200 (2,050 against about 2,900 decode tokens/s at batch 4; docs/performance.md) with
+# these untuned tiles. float32 plans split, so the CPU path and CI prove and test the split arithmetic.
+SPLIT_K = {"bfloat16": 1, "float32": 4}
 SPLIT_BLOCK_K_FP32 = 16
 # Output columns per program of the split combine (one row per program).
 COMBINE_COLUMNS = 1024

@@ -226,10 +226,8 @@ def test_decode_profile_breaks_a_graph_step_down(llama_dir, tmp_path):
                 "digest_start", "commit"} <= set(phases)
         assert 0 < r["graph_gpu_ms"] < phases["step"]
         calls = {k["kernel"]: k["calls_per_step"] for k in r["kernels"]}
-        assert calls["matmul_kernel"] == 17  # gate_up per layer + lm_head
-        assert calls["matmul_split_kernel"] == 48  # qkv, o, down: split-K
-        assert calls["matmul_combine_kernel"] == 16  # qkv's fold; o's and down's run in the next norm
-        assert calls["matmul_combine_norm_kernel"] == 32 and calls["rms_norm_kernel"] == 1  # layer 0's input norm
+        assert calls["matmul_kernel"] == 65  # qkv, o, gate_up, down per layer + lm_head (bf16: no split yet)
+        assert calls["rms_norm_kernel"] == 33  # two per layer + the final norm
         assert calls["attention_partial_kernel"] == 16 and calls["attention_combine_kernel"] == 16
         assert calls["rope_kernel"] == 16  # q and k of a layer in one launch
     assert "| phase | ms (median) |" in (tmp_path / "decode_profile.md").read_text()
@@ -244,12 +242,11 @@ def test_engine_benchmark_counts_launches_and_splits_a_step_by_kernel(graphs):
     for context in ("0", "300"):
         r = profile[context]
         by_kernel = r["plan_launches_by_kernel"]
-        assert by_kernel["matmul_split"] == 3 * layers and by_kernel["matmul_combine"] == layers
-        assert by_kernel["matmul_combine_norm"] == 2 * layers
-        assert r["plan_launches_per_step"] == 12 * layers + 3  # embedding, final norm, lm_head
+        assert by_kernel["matmul"] == 4 * layers + 1 and "matmul_split" not in by_kernel  # bf16: no split yet
+        assert r["plan_launches_per_step"] == 11 * layers + 3  # embedding, final norm, lm_head
         assert by_kernel == dict(sorted(graphs.runner.model.launches_per_forward(has_logits=True).items()))
         assert r["cuda_kernels_per_step"] >= r["plan_launches_per_step"]
         shares = {g["kernel"]: g["share"] for g in r["split"]}
-        assert {"matmul_split", "matmul_combine_norm", "paged_attention", "attention_combine"} <= set(shares)
+        assert {"matmul", "paged_attention", "attention_combine"} <= set(shares)
         assert abs(sum(shares.values()) - 1) < 1e-6 and 0 < r["graph_gpu_ms"]
     assert "| kernel | calls/step | µs/step | share |" in "\n".join(profile_markdown(profile))

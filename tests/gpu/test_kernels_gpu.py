@@ -163,36 +163,41 @@ def test_llama_1b_accuracy_against_float64():
 
 def test_matmul_compiles_once_for_every_batch_size():
     """``do_not_specialize`` on M: one binary per kernel serves M = 1 .. 4096 (no M-keyed specialisation),
-    for the one-launch matmul (gate_up) and both halves of the split-K pair (o_proj)."""
+    for the one-launch matmul (llama-1b's gate_up and o_proj, bf16) and both halves of the split-K
+    pair (the tiny preset's down_proj, float32: the bf16 plans do not split yet)."""
     kernels = (matmul_kernel, matmul_split_kernel, matmul_combine_kernel)
     if any(getattr(k, "device_caches", None) is None for k in kernels):
         pytest.skip("this Triton version has no JITFunction.device_caches to inspect")
-    plan = preset_plan("llama-1b")
-    weights = [torch.randn(n, 2048, device=DEVICE).bfloat16() for n in (16384, 2048)]
-    with use_plan(plan, check_metadata=False):
-        for w in weights:
-            ops.linear(torch.randn(1, 2048, device=DEVICE).bfloat16(), w)
-        device = torch.cuda.current_device()
-        before = [len(k.device_caches[device][0]) for k in kernels]
-        assert all(before), "a kernel of the split-K pair or the one-launch matmul did not run"
-        for m in (2, 3, 16, 63, 64, 65, 1000, 4096):
-            for w in weights:
-                ops.linear(torch.randn(m, 2048, device=DEVICE).bfloat16(), w)
-        assert [len(k.device_caches[device][0]) for k in kernels] == before
+    cases = [(preset_plan("llama-1b"), torch.randn(n, 2048, device=DEVICE).bfloat16()) for n in (16384, 2048)]
+    cases.append((preset_plan("tiny"), torch.randn(64, 128, device=DEVICE)))
+
+    def run_all(m: int) -> None:
+        for plan, w in cases:
+            with use_plan(plan, check_metadata=False):
+                ops.linear(torch.randn(m, w.shape[1], device=DEVICE).to(w.dtype), w)
+
+    run_all(1)
+    device = torch.cuda.current_device()
+    before = [len(k.device_caches[device][0]) for k in kernels]
+    assert all(before), "a kernel of the split-K pair or the one-launch matmul did not run"
+    for m in (2, 3, 16, 63, 64, 65, 1000, 4096):
+        run_all(m)
+    assert [len(k.device_caches[device][0]) for k in kernels] == before
 
 
-def test_llama_1b_folded_residual_norm_has_the_two_launch_bits():
+def test_folded_residual_norm_has_the_two_launch_bits():
     """down_proj's split-K partials folded by the next residual norm (one launch) give the bits of the
-    separate combine and norm (two), at decode and prefill row counts."""
+    separate combine and norm (two), at decode and prefill row counts (the tiny preset's float32
+    plan: the bf16 plans do not split yet)."""
     from tests.kernels.invariance import bits_equal
-    plan = preset_plan("llama-1b")
+    plan = preset_plan("tiny")
     gen = torch.Generator().manual_seed(13)
-    w = (torch.randn(2048, 8192, generator=gen) / 90).bfloat16().to(DEVICE)
-    norm_w = (torch.rand(2048, generator=gen) + 0.5).bfloat16().to(DEVICE)
+    w = (torch.randn(64, 128, generator=gen) / 10).to(DEVICE)
+    norm_w = (torch.rand(64, generator=gen) + 0.5).to(DEVICE)
     with use_plan(plan):
         for rows in (1, 4, 37, 300):
-            x = torch.randn(rows, 8192, generator=gen).bfloat16().to(DEVICE)
-            residual = (torch.randn(rows, 2048, generator=gen) * 2).bfloat16().to(DEVICE)
+            x = torch.randn(rows, 128, generator=gen).to(DEVICE)
+            residual = (torch.randn(rows, 64, generator=gen) * 2).to(DEVICE)
             branch = ops.linear_unfolded(x, w)
             assert isinstance(branch, ops.Partials)
             fused = ops.rms_norm(branch, norm_w, plan.shape.rms_norm_eps, residual)

@@ -25,7 +25,7 @@ def test_every_preset_plan_is_sorted_unique_and_dot_safe(name):
     assert list(keys) == sorted(set(keys))
     used = {e.kernel for e in plan.entries}
     # a plan whose weights are all wide enough for one launch needs no split or fold kernel
-    assert used == set(configs.KERNELS) if name in ("tiny", "llama-1b") else used <= set(configs.KERNELS)
+    assert used == set(configs.KERNELS) if name == "tiny" else used <= set(configs.KERNELS)
     for entry in plan.entries:
         assert re.fullmatch(r"[a-z0-9_.]+", entry.key) and ":" not in entry.key
         assert plan.lookup(entry.kernel, entry.constexprs) is entry
@@ -88,21 +88,11 @@ def test_config_functions_take_no_batch_dependent_argument():
         assert set(inspect.signature(fn).parameters) <= {"n", "k", "dtype", "has_bias", "out_dtype"}, fn
 
 
-def test_llama_1b_narrow_matmuls_split_k_four_ways_and_wide_ones_do_not():
+def test_bf16_plans_keep_one_launch_per_weight_until_a_split_pays():
+    # kernels/configs.py SPLIT_K: 4 splits measured slower on an H200 with the current tiles
     plan = preset_plan("llama-1b")
-    roles = {role: e for e in plan.entries for role in e.roles if e.kernel in ("matmul", "matmul_split")}
-    for role in ("qkv_proj", "o_proj", "down_proj"):
-        c = roles[role].constexpr_dict()
-        assert roles[role].kernel == "matmul_split" and c["SPLITS"] == 4, role
-        assert c["K"] % (c["SPLITS"] * c["BLOCK_K"]) == 0, role  # every split is whole BLOCK_K steps
-        combine = plan.entry(f"matmul_combine.n{c['N']}_s4").constexpr_dict()
-        assert combine["SPLITS"] == 4 and combine["N"] == c["N"]
-    for role in ("gate_up_proj", "lm_head"):
-        assert roles[role].kernel == "matmul", role
-    # the sealed record (and so D's kernel_plan) names the splits: a changed split count changes the digest
-    sealed = {e["key"]: e for e in plan.as_dict()["entries"]}
-    assert sealed["matmul_split.n3072_k2048_s4"]["constexprs"]["SPLITS"] == 4
-    assert sealed["matmul_combine_norm.h2048_s4"]["roles"] == ["down_proj_fold", "o_proj_fold"]
+    assert not {"matmul_split", "matmul_combine", "matmul_combine_norm"} & {e.kernel for e in plan.entries}
+    assert configs.matmul_splits(n=3072, k=2048, dtype="bfloat16") == 1
 
 
 def test_float32_plans_exercise_the_split_path_on_the_tiny_preset():
@@ -114,7 +104,7 @@ def test_float32_plans_exercise_the_split_path_on_the_tiny_preset():
     assert steps["o_proj"] == 1 and steps["down_proj"] == 2 and split["down_proj"].constexpr_dict()["SPLITS"] == 4
 
 
-@pytest.mark.parametrize("n,k,dtype", [(3072, 2048, "bfloat16"), (2048, 8192, "bfloat16"), (64, 128, "float32")])
+@pytest.mark.parametrize("n,k,dtype", [(64, 128, "float32"), (64, 64, "float32")])
 def test_the_split_is_the_same_launch_pair_for_every_use_of_a_weight(n, k, dtype):
     first = configs.linear_configs(n=n, k=k, dtype=dtype, has_bias=False, out_dtype=dtype)
     assert [c.kernel for c in first] == ["matmul_split", "matmul_combine"]

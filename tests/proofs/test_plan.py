@@ -15,8 +15,7 @@ def test_tiny_plan_entry_is_verified(target):
 
 @pytest.mark.parametrize("key", ["paged_attention.hq32_hkv8_d64_p16", "attention_combine.hq32_d64_s1024",
                                  "matmul.n128256_k2048_out_float32", "store_kv.hkv8_d64_p16",
-                                 "matmul_split.n3072_k2048_s4", "matmul_split.n2048_k8192_s4",
-                                 "matmul_combine.n2048_s4", "matmul_combine.n3072_s4", "matmul_combine_norm.h2048_s4"])
+                                 "matmul.n3072_k2048", "matmul.n2048_k8192"])
 def test_llama_1b_entry_is_verified(key):
     target = next(t for t in targets_from_plan(preset_plan("llama-1b")) if t.key == key)
     assert verify_target(target).verdict == "VERIFIED"
@@ -40,7 +39,8 @@ def test_wrapper_asserts_back_premises():
 
 
 def test_split_k_premises_are_asserted_by_the_wrappers():
-    targets = {t.kernel: t for t in targets_from_plan(preset_plan("llama-1b")) if t.kernel.startswith("matmul_")}
+    # the float32 plans split (kernels/configs.py SPLIT_K); the bf16 ones keep one launch for now
+    targets = {t.kernel: t for t in targets_from_plan(preset_plan("tiny")) if t.kernel.startswith("matmul_")}
     for kernel, rows in (("matmul_split", "M"), ("matmul_combine", "M"), ("matmul_combine_norm", "T")):
         result = verify_target(targets[kernel])
         checked = {p.text: p.checked for p in result.premises}
