@@ -30,7 +30,27 @@ def test_a_folded_residual_norm_has_the_bits_of_the_combine_then_the_norm(plan):
         ops.rms_norm(ops.Partials(torch.zeros(4, 2, s.hidden_size)), norm_w, s.rms_norm_eps)
 
 
-def test_the_bf16_fold_rounds_the_branch_before_the_residual_add():
+@pytest.fixture
+def bf16_splits(monkeypatch):
+    """bf16 plans split 4 ways, as float32 ones do (kernels/configs.py keeps them at one launch for
+    now): the bf16 fold's arithmetic stays tested for when a tuned split table returns."""
+    from functools import _lru_cache_wrapper
+
+    from kernels import configs
+
+    def clear():
+        for value in vars(configs).values():
+            if isinstance(value, _lru_cache_wrapper):
+                value.cache_clear()
+
+    monkeypatch.setitem(configs.SPLIT_K, "bfloat16", 4)
+    clear()
+    yield
+    monkeypatch.undo()
+    clear()
+
+
+def test_the_bf16_fold_rounds_the_branch_before_the_residual_add(bf16_splits):
     """A bf16 shape whose down projection splits: the fused fold rounds the branch to bf16 first, as the
     separate combine stores it, so residual_out and out keep the two-launch bits."""
     from dataclasses import replace
