@@ -94,7 +94,9 @@ def test_a_thousand_requests_against_a_bounded_queue(model_dir):
         reference = _post(served, body).json()["choices"][0]["token_ids"]
 
         async def flood():
-            limits = httpx.Limits(max_connections=100)
+            # a fresh connection per request: reusing one the server is just closing as idle (its
+            # keep-alive timeout, reachable on a loaded machine) resets it, which is not what this tests
+            limits = httpx.Limits(max_connections=100, max_keepalive_connections=0)
             async with httpx.AsyncClient(base_url=served.base_url, timeout=60, limits=limits) as http:
                 return await asyncio.gather(*(http.post("/v1/completions", json=body) for _ in range(1000)))
 
