@@ -3,7 +3,8 @@
 Every function here takes static shape values (hidden size, head counts, head dim, vocabulary,
 page size, the (N, K) of a weight, dtypes) and nothing else: no batch size, token count or KV
 length can reach a configuration, so a request's kernels run the same code whatever it is
-batched with. The plan (kernels/plan.py) and the launch wrappers (kernels/ops.py) call the
+batched with. The one exception is DESIGN.md §5's M bucket: a matmul of at most DECODE_ROWS
+rows takes another tile shape with the same BLOCK_K, splits and K order (decode_matmul_config). The plan (kernels/plan.py) and the launch wrappers (kernels/ops.py) call the
 same functions, and a launch is refused unless its configuration is in the active plan. They
 are pure, so they are memoised: an op pays a dict lookup, not a rebuild, per launch.
 
@@ -25,6 +26,7 @@ __all__ = [
     "embedding_config",
     "rms_norm_config",
     "matmul_config",
+    "decode_matmul_config",
     "matmul_splits",
     "matmul_split_config",
     "matmul_combine_config",
@@ -48,6 +50,17 @@ _KEY_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")  # no ':' or spaces: s
 MIN_COLUMN_PROGRAMS = 128
 # Contraction depth from which 32-column bf16 matmul tiles take 256-deep K steps.
 DEEP_K = 8192
+# Decode bucket (DESIGN.md §5, tile shapes per M bucket): a single-launch matmul of at most
+# DECODE_ROWS rows runs 16-row tiles (mma.sync instead of a 64-row warpgroup MMA wasting 60 of
+# 64 rows at batch 4), the widest BLOCK_N of 128/64/32/16 that still gives DECODE_COLUMN_PROGRAMS
+# column tiles, and 5 stages, with the same BLOCK_K and K order as the weight's other tile (so
+# splits and accumulation order are those of every other M). That a row's bits do not change with
+# the tile shape is the trusted assumption trusted.dot-tile-shape, probed on the GPU
+# (tests/gpu/test_kernels_gpu.py, bench/decode_tiles.py). Weights of at least WIDE_N rows
+# (vocabulary projections) keep one tile: theirs streams at the copy rate already.
+DECODE_ROWS = 16
+DECODE_COLUMN_PROGRAMS = 96
+WIDE_N = 32768
 # Fixed split-K, by dtype: the number of K ranges a narrow weight's reduction is cut into. bf16:
 # weights too narrow for MIN_COLUMN_PROGRAMS column tiles (llama-1b's qkv, o and down) get 4
 # splits, so a decode launch runs 4x the programs, each streaming a quarter of the weight; wide
@@ -189,6 +202,21 @@ def _matmul_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int]:
     return 64, block_n, block_k, 4, 4
 
 
+def _decode_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int] | None:
+    """The decode bucket's (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages), or None (one tile for every M).
+
+    float32 plans get one too (16 rows, their other tiles), so the CPU path and CI run the bucket
+    choice; the CPU path's arithmetic does not depend on BLOCK_M at all.
+    """
+    _, block_n, block_k, warps, stages = _matmul_tiles(n, k, dtype)
+    if dtype == "float32":
+        return DECODE_ROWS, block_n, block_k, warps, stages
+    if n >= WIDE_N:
+        return None
+    block_n = next((b for b in (128, 64, 32) if -(-n // b) >= DECODE_COLUMN_PROGRAMS), 16)
+    return DECODE_ROWS, block_n, block_k, 4, 5
+
+
 def _check_matmul_shape(n: int, k: int, dtype: str, out_dtype: str) -> None:
     _check_positive(n=n, k=k)
     _check_dtype(dtype)
@@ -237,6 +265,26 @@ def matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str)
                  {"N": n, "K": k, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
                   "HAS_BIAS": bool(has_bias), "OUT_DTYPE": out_dtype},
                  warps, stages, {"n": n, "k": k, "dtype": dtype, "out_dtype": out_dtype})
+
+
+@lru_cache(maxsize=None)
+def decode_matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str) -> LaunchConfig | None:
+    """:func:`matmul_config`'s launch for at most DECODE_ROWS rows, or None where the weight has no decode bucket.
+
+    Same N, K, BLOCK_K and K order as :func:`matmul_config`; other tile rows, columns, warps and
+    stages (see DECODE_ROWS). The key ends in ``_m16``; ``max_rows`` in its static values is the
+    bucket's bound, which the launch contract checks.
+    """
+    _check_matmul_shape(n, k, dtype, out_dtype)
+    tiles = _decode_tiles(n, k, dtype)
+    if tiles is None:
+        return None
+    block_m, block_n, block_k, warps, stages = tiles
+    suffix = f"n{n}_k{k}" + ("_bias" if has_bias else "") + ("" if out_dtype == dtype else "_out_" + out_dtype)
+    return _make("matmul", f"{suffix}_m{DECODE_ROWS}",
+                 {"N": n, "K": k, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
+                  "HAS_BIAS": bool(has_bias), "OUT_DTYPE": out_dtype},
+                 warps, stages, {"n": n, "k": k, "dtype": dtype, "out_dtype": out_dtype, "max_rows": DECODE_ROWS})
 
 
 @lru_cache(maxsize=None)
@@ -290,10 +338,19 @@ def matmul_combine_norm_config(*, hidden_size: int, splits: int, eps: float, dty
                  _row_warps(block, 16), 1, {"hidden_size": hidden_size, "splits": splits, "dtype": dtype})
 
 
-def linear_configs(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str) -> tuple[LaunchConfig, ...]:
-    """The launches of one ``x @ weight.T (+ bias)``: (matmul,) or (matmul_split, matmul_combine)."""
+def linear_configs(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str,
+                   num_rows: int | None = None) -> tuple[LaunchConfig, ...]:
+    """The launches of one ``x @ weight.T (+ bias)``: (matmul,) or (matmul_split, matmul_combine).
+
+    ``num_rows`` (M) only picks the decode bucket's tile of a single-launch weight (at most
+    DECODE_ROWS rows); the splits, BLOCK_K and K order are the same for every M.
+    """
     splits = matmul_splits(n=n, k=k, dtype=dtype)
     if splits == 1:
+        if num_rows is not None and num_rows <= DECODE_ROWS:
+            decode = decode_matmul_config(n=n, k=k, dtype=dtype, has_bias=has_bias, out_dtype=out_dtype)
+            if decode is not None:
+                return (decode,)
         return (matmul_config(n=n, k=k, dtype=dtype, has_bias=has_bias, out_dtype=out_dtype),)
     return (matmul_split_config(n=n, k=k, dtype=dtype),
             matmul_combine_config(n=n, splits=splits, dtype=dtype, has_bias=has_bias, out_dtype=out_dtype))

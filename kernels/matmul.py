@@ -3,7 +3,8 @@
 Program (pid_m, pid_n) owns output tile rows [pid_m*BLOCK_M, +BLOCK_M) x columns
 [pid_n*BLOCK_N, +BLOCK_N) and accumulates it in fp32 over K in ascending BLOCK_K steps with
 ``tl.dot``. No split-K, no persistent scheduling; tile sizes come from (N, K, dtype) through
-the plan. A row's value therefore depends only on that row of x, the weight and the bias;
+the plan, and for launches of at most DECODE_ROWS rows from the decode bucket's entry (same
+BLOCK_K and K order, kernels/configs.py). A row's value therefore depends only on that row of x, the weight and the bias;
 rows past M are loaded as zeros and never stored. M is a runtime int that Triton must not
 specialise on (``do_not_specialize``), so every M runs the same compiled code.
 """
@@ -65,6 +66,9 @@ def check_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
         f"x needs unit column stride and non-overlapping rows, got strides {x.stride()}"
     assert weight.is_contiguous(), f"weight must be contiguous, got strides {weight.stride()}"
     assert out.is_contiguous(), f"out must be contiguous, got strides {out.stride()}"
+    max_rows = entry.static_dict().get("max_rows")
+    assert max_rows is None or num_rows <= max_rows, \
+        f"{entry.key} is the decode bucket's tile for at most {max_rows} rows, got {num_rows}"
     assert (bias is not None) == c["HAS_BIAS"], f"bias given={bias is not None} but {entry.key} has HAS_BIAS={c['HAS_BIAS']}"
     if bias is not None:
         assert tuple(bias.shape) == (c["N"],) and bias.is_contiguous() and bias.dtype == weight.dtype, \

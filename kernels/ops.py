@@ -114,7 +114,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     """
     out_dtype = x.dtype if out_dtype is None else out_dtype
     planned = configs.linear_configs(n=weight.shape[0], k=weight.shape[-1], dtype=dtype_name(weight.dtype),
-                                     has_bias=bias is not None, out_dtype=dtype_name(out_dtype))
+                                     has_bias=bias is not None, out_dtype=dtype_name(out_dtype), num_rows=x.shape[0])
     entries = [require(c) for c in planned]
     out = torch.empty(x.shape[0], weight.shape[0], dtype=out_dtype, device=x.device)
     on_cuda = _on_cuda(x, weight) if bias is None else _on_cuda(x, weight, bias)

@@ -21,7 +21,7 @@ CASE_TRUSTED = {"trusted.contract-translation", "trusted.tensor-representation",
                  "trusted.verifier-rules", "trusted.solver-encoding", "trusted.interface-mapping",
                  "trusted.triton-compiler", "trusted.gpu-execution", "trusted.attention-finiteness",
                  "trusted.cuda-graph-replay", "trusted.cpu-path", "trusted.triton-primitives",
-                 "trusted.finiteness-check"}
+                 "trusted.finiteness-check", "trusted.dot-tile-shape"}
 SUITES = {"suite.batch", "suite.chunk", "suite.prefill_decode", "suite.prefix", "suite.schedule",
           "suite.negative_control"}
 
@@ -100,7 +100,8 @@ def test_cpu_and_gpu_trusted_items_follow_the_device():
                                                                             "check_finite": True}}
     graphs = {"accelerator": {"device_type": "cuda", "name": "H200"},
               "engine": {"cuda_graphs": True, "check_finite": False}}
-    assert applies(cpu) == CASE_TRUSTED - {"trusted.gpu-execution", "trusted.cuda-graph-replay"}
+    assert applies(cpu) == CASE_TRUSTED - {"trusted.gpu-execution", "trusted.cuda-graph-replay",
+                                           "trusted.dot-tile-shape"}
     assert applies(gpu) == CASE_TRUSTED - {"trusted.cpu-path", "trusted.cuda-graph-replay"}
     # without the run-time check there is no check to trust: the premise itself stays trusted
     assert applies(graphs) == CASE_TRUSTED - {"trusted.cpu-path", "trusted.finiteness-check"}

@@ -162,7 +162,7 @@ def test_llama_1b_accuracy_against_float64():
 
 
 def test_matmul_compiles_once_for_every_batch_size():
-    """``do_not_specialize`` on M: one binary per kernel serves M = 1 .. 4096 (no M-keyed specialisation),
+    """``do_not_specialize`` on M: one binary per kernel and bucket serves M = 1 .. 4096 (no M-keyed specialisation),
     for the one-launch matmul (llama-1b's gate_up and o_proj, bf16) and both halves of the split-K
     pair (the tiny preset's down_proj, float32: the bf16 plans do not split yet)."""
     kernels = (matmul_kernel, matmul_split_kernel, matmul_combine_kernel)
@@ -177,6 +177,7 @@ def test_matmul_compiles_once_for_every_batch_size():
                 ops.linear(torch.randn(m, w.shape[1], device=DEVICE).to(w.dtype), w)
 
     run_all(1)
+    run_all(17)  # past the decode bucket (kernels/configs.py DECODE_ROWS): the other tile's binary
     device = torch.cuda.current_device()
     before = [len(k.device_caches[device][0]) for k in kernels]
     assert all(before), "a kernel of the split-K pair or the one-launch matmul did not run"
@@ -203,3 +204,37 @@ def test_folded_residual_norm_has_the_two_launch_bits():
             fused = ops.rms_norm(branch, norm_w, plan.shape.rms_norm_eps, residual)
             separate = ops.rms_norm(ops.linear(x, w), norm_w, plan.shape.rms_norm_eps, residual)
             assert all(bits_equal(a.cpu(), b.cpu()) for a, b in zip(fused, separate)), rows
+
+
+def _adversarial(rows: int, cols: int, seed: int) -> torch.Tensor:
+    """bf16 values with exponents spread over 2^-12 .. 2^12 and random signs: a changed accumulation
+    order inside ``tl.dot`` shows in the low bits of the sums."""
+    g = torch.Generator(device=DEVICE).manual_seed(seed)
+    mantissa = torch.rand(rows, cols, device=DEVICE, generator=g) + 1.0
+    exponent = torch.randint(-12, 13, (rows, cols), device=DEVICE, generator=g).float()
+    sign = torch.randint(0, 2, (rows, cols), device=DEVICE, generator=g).float() * 2 - 1
+    return (sign * mantissa * torch.exp2(exponent)).bfloat16()
+
+
+@pytest.mark.parametrize("name", ["llama-1b", "qwen3-0.6b"])
+def test_decode_bucket_rows_equal_the_prefill_tile_rows_bitwise(name):
+    """The evidence of trusted.dot-tile-shape (DESIGN.md §5): for every weight with a decode bucket,
+    rows of launches of M = 1, 4, 37, 128 (16-row tiles up to 16 rows, the other tile past) equal
+    the same rows of a 4,096-row launch, bitwise, on adversarial values."""
+    plan = preset_plan(name)
+    bucketed = [e for e in plan.entries if e.kernel == "matmul" and e.static_dict().get("max_rows")]
+    assert bucketed
+    failures = []
+    with use_plan(plan):
+        for entry in bucketed:
+            c = entry.constexpr_dict()
+            out_dtype = torch.float32 if c["OUT_DTYPE"] == "float32" else torch.bfloat16
+            bits = torch.int32 if out_dtype == torch.float32 else torch.int16
+            x, w = _adversarial(4096, c["K"], 1), _adversarial(c["N"], c["K"], 2)
+            full = ops.linear(x, w, out_dtype=out_dtype).view(bits)
+            for m in (1, 4, 37, 128):
+                for start in (0, 1000, 4096 - m):
+                    got = ops.linear(x[start:start + m].contiguous(), w, out_dtype=out_dtype).view(bits)
+                    if not torch.equal(got, full[start:start + m]):
+                        failures.append(f"{entry.key} M={m} rows from {start}")
+    assert not failures, failures[:5]

@@ -46,10 +46,10 @@ def test_records_are_kernel_key_config_tuples_for_every_open_recorder(plan_fp32)
         with record_launches() as inner:
             ops.rms_norm(torch.zeros(3, 64), torch.ones(64), plan_fp32.shape.rms_norm_eps)
     ops.silu_mul(torch.zeros(3, 256))
-    assert [r.key for r in outer] == ["matmul.n128_k64", "rms_norm.h64"]
+    assert [r.key for r in outer] == ["matmul.n128_k64_m16", "rms_norm.h64"]  # 3 rows: the decode bucket
     assert [r.key for r in inner] == ["rms_norm.h64"]
     kernel, key, config = outer[0]
-    assert isinstance(outer[0], LaunchRecord) and kernel == "matmul" and key == "matmul.n128_k64"
+    assert isinstance(outer[0], LaunchRecord) and kernel == "matmul" and key == "matmul.n128_k64_m16"
     assert config == {**plan_fp32.entry(key).constexpr_dict(), "num_warps": 4, "num_stages": 2}
 
 
@@ -71,9 +71,17 @@ def _layer_launches(num_tokens: int, kv_length: int) -> frozenset[tuple]:
     return frozenset((r.kernel, r.key, tuple(sorted(r.config.items()))) for r in records)
 
 
-def test_configurations_do_not_change_with_token_count_or_kv_length():
-    launched = {_layer_launches(t, kv) for t, kv in [(1, 1), (1, 63), (7, 40), (33, 33), (64, 130)]}
-    assert len(launched) == 1 and len(next(iter(launched))) == 10  # 10 per layer: o_proj runs the split-K pair
+def test_configurations_change_with_token_count_only_at_the_decode_bucket():
+    decode = {_layer_launches(t, kv) for t, kv in [(1, 1), (1, 63), (7, 40), (16, 16)]}
+    larger = {_layer_launches(t, kv) for t, kv in [(17, 17), (33, 33), (64, 130)]}
+    assert len(decode) == len(larger) == 1  # the KV length never matters; the row count only at DECODE_ROWS
+    (small,), (large,) = decode, larger
+    assert len(small) == len(large) == 10  # 10 per layer: o_proj runs the split-K pair
+    changed = sorted(small ^ large)
+    assert changed and {kernel for kernel, _, _ in changed} == {"matmul"}
+    # the buckets' tiles differ; N, K, BLOCK_K (so the K order) and the split path do not
+    assert {tuple(v for n, v in cfg if n in ("N", "K", "BLOCK_K")) for _, _, cfg in small - large} == \
+        {tuple(v for n, v in cfg if n in ("N", "K", "BLOCK_K")) for _, _, cfg in large - small}
 
 
 def test_metadata_checks_reject_bad_index_tensors(plan_fp32):

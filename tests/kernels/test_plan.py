@@ -83,9 +83,40 @@ def test_config_functions_take_no_batch_dependent_argument():
             params = list(inspect.signature(getattr(configs, name)).parameters)
             assert params and not [p for p in params if forbidden.search(p)], f"{name}{params}"
             checked += 1
-    assert checked == len(configs.KERNELS)
-    for fn in (configs.matmul_splits, configs.linear_configs):
-        assert set(inspect.signature(fn).parameters) <= {"n", "k", "dtype", "has_bias", "out_dtype"}, fn
+    assert checked == len(configs.KERNELS) + 1  # decode_matmul_config: a second matmul configuration
+    assert set(inspect.signature(configs.matmul_splits).parameters) <= {"n", "k", "dtype"}
+    # linear_configs takes M only to pick the decode bucket (DESIGN.md §5), tested below
+    assert set(inspect.signature(configs.linear_configs).parameters) == \
+        {"n", "k", "dtype", "has_bias", "out_dtype", "num_rows"}
+
+
+@pytest.mark.parametrize("name", ["tiny", "small", "llama-1b", "qwen3-0.6b", "mistral-7b"])
+def test_the_decode_bucket_keeps_every_weight_s_block_k_splits_and_k_order(name):
+    plan = preset_plan(name)
+    matmuls = [e for e in plan.entries if e.kernel == "matmul"]
+    bucketed = [e for e in matmuls if e.static_dict().get("max_rows") is not None]
+    assert bucketed, f"{name} has no decode-bucket entry"
+    for entry in bucketed:
+        c, s = entry.constexpr_dict(), entry.static_dict()
+        other = plan.entry(entry.key.removesuffix(f"_m{configs.DECODE_ROWS}")).constexpr_dict()
+        assert s["max_rows"] == configs.DECODE_ROWS == c["BLOCK_M"] and c["BLOCK_M"] <= other["BLOCK_M"]
+        assert (c["N"], c["K"], c["BLOCK_K"], c["OUT_DTYPE"]) == (other["N"], other["K"], other["BLOCK_K"],
+                                                                 other["OUT_DTYPE"])
+        assert configs.matmul_splits(n=c["N"], k=c["K"], dtype=s["dtype"]) == 1
+        for rows in (1, configs.DECODE_ROWS):
+            assert configs.linear_configs(n=c["N"], k=c["K"], dtype=s["dtype"], has_bias=c["HAS_BIAS"],
+                                          out_dtype=c["OUT_DTYPE"], num_rows=rows)[0].key == entry.key
+        for rows in (None, configs.DECODE_ROWS + 1, 4096):
+            assert configs.linear_configs(n=c["N"], k=c["K"], dtype=s["dtype"], has_bias=c["HAS_BIAS"],
+                                          out_dtype=c["OUT_DTYPE"], num_rows=rows)[0].key != entry.key
+
+
+def test_split_and_vocabulary_weights_have_no_decode_bucket():
+    assert configs.decode_matmul_config(n=128256, k=2048, dtype="bfloat16", has_bias=False,
+                                        out_dtype="float32") is None  # already at the copy rate
+    split = preset_plan("tiny").entry("matmul_split.n64_k64_s4").constexpr_dict()
+    assert configs.linear_configs(n=64, k=64, dtype="float32", has_bias=False, out_dtype="float32",
+                                  num_rows=1)[0].kernel == "matmul_split" and split["SPLITS"] == 4
 
 
 def test_bf16_plans_keep_one_launch_per_weight_until_a_split_pays():
@@ -121,6 +152,9 @@ def test_llama_1b_matmul_tiles_spread_decode_over_the_gpu():
         if entry.kernel not in ("matmul", "matmul_split"):
             continue
         c = entry.constexpr_dict()
+        if entry.static_dict().get("max_rows"):  # the decode bucket: 16 rows, >= 96 column tiles or 16 wide
+            assert c["BLOCK_M"] == 16 and (-(-c["N"] // c["BLOCK_N"]) >= 96 or c["BLOCK_N"] == 16), entry.key
+            continue
         assert c["BLOCK_M"] == 64 and c["BLOCK_N"] >= 32 and c["BLOCK_K"] >= 64
         column_tiles = -(-c["N"] // c["BLOCK_N"])
         # about one wave of a 132-SM GPU at M <= 64, or the narrowest tile
