@@ -50,10 +50,9 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
     # early (a segment past it visits none), so a row's tiles are the same in every launch.
     first_tile = segment * (SEG // BLOCK_N)
     end_tile = tl.minimum(num_tiles, first_tile + SEG // BLOCK_N)
-    lowest = 0  # the lowest key any row of the block sees
-    if WINDOW > 0:  # the block's first row has the earliest window start; tiles wholly before it are skipped
+    if WINDOW > 0:  # the block's first row has the earliest window start: no row sees a key before it
         lowest = tl.maximum(context + (block_start - q_start) - WINDOW + 1, 0)
-        first_tile = tl.maximum(first_tile, lowest // BLOCK_N)
+        first_tile = tl.maximum(first_tile, lowest // BLOCK_N)  # tiles wholly before it are skipped
     q = tl.load(q_ptr + rows[:, None] * stride_qt + heads[:, None] * stride_qh + offs_d[None, :], mask=is_row[:, None],
                 other=0.0)
     m_i = tl.zeros([BLOCK_Q * BLOCK_G], dtype=tl.float32) - float("inf")
@@ -61,7 +60,9 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
     acc = tl.zeros([BLOCK_Q * BLOCK_G, D], dtype=tl.float32)
     for j in range(first_tile, end_tile):
         keys = j * BLOCK_N + offs_n
-        is_stored = (keys <= last) & (keys >= lowest)
+        is_stored = keys <= last
+        if WINDOW > 0:  # keys before every row's window: neither block-table entry nor slot is read
+            is_stored = is_stored & (keys >= lowest)
         pages = tl.load(block_table_ptr + seq * stride_bt + keys // PAGE_SIZE, mask=is_stored, other=0)
         slots = pages * stride_page + (keys % PAGE_SIZE) * stride_slot + kv_head * stride_head
         k = tl.load(k_cache_ptr + slots[None, :] + offs_d[:, None], mask=is_stored[None, :], other=0.0)
