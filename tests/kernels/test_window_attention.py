@@ -60,12 +60,14 @@ def test_windowed_attention_is_close_to_the_float64_reference(dtype, softcap, wi
         assert (full - expected).abs().max() > 1e-2
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("softcap", [0.0, SOFTCAP])
 @pytest.mark.parametrize("window", WINDOWS)
-def test_prefill_chunked_prefill_and_decode_give_the_same_bits(window, softcap):
-    # chunks shorter and longer than the window, ending inside a tile and on segment boundaries,
-    # then decode steps one token at a time across the next boundary, beside other requests
-    plan = _plan("float32", softcap)
+def test_prefill_chunked_prefill_and_decode_give_the_same_bits(window, softcap, dtype):
+    # chunks shorter and longer than the window, ending inside a tile and on segment boundaries
+    # (float32; bf16 segments are 8 tiles), then decode steps one token at a time across the next
+    # tile boundary, beside other requests
+    plan = _plan(dtype, softcap)
     with use_plan(plan):
         length = 290
         request = _request(plan, length, seed=window + 1)
