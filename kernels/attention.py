@@ -1,5 +1,11 @@
 """Paged causal attention, first half: the KV walk of a query block, cut into fixed segments.
 
+Optionally with a sliding window (WINDOW = W > 0: the query at position i sees the keys
+i - W < j <= i, W keys including its own, as transformers' sliding-window layers; 0 is full
+causal attention) and attention logit softcapping (SOFTCAP = c > 0: each scaled score s becomes
+c * tanh(s / c) before masking, tanh written as 2 / (1 + exp(-2x)) - 1 with exp's argument
+clamped to stay finite; 0 is off). Both are constexprs that default to off.
+
 Program (i, g, s) computes one *query block* for the GROUP query heads of KV head g over KV
 segment s, the keys [s * SEG, (s + 1) * SEG): up to BLOCK_Q consecutive query tokens of one
 request times the head group, the rows of a [BLOCK_Q * BLOCK_G, D] ``tl.dot`` tile. Tile row r
@@ -49,6 +55,25 @@ that they are finite (no inf/NaN activations) is a premise of the contract
 store_kv and the combine check it, and the absence of overflow, at run time (kernels/finiteness.py).
 A row's position inside the tile changes with the chunking; ``tl.dot`` is trusted to give a
 row the same bits wherever it sits (tests/gpu checks it).
+
+With a window each row masks the keys at or before its own ``position - W`` (from its own
+position, never the block's: a block's rows have different window starts, and which rows share
+a block depends on the chunking). The block skips the tiles that lie wholly before ``lowest``,
+its first row's window start, and masks keys before it on load (their block-table entries and
+slots are not read). Why that is exact: every row of the block sits at or after the first row,
+so its window starts at or after ``lowest``; a skipped tile holds only keys it masks. For a row
+the tiles of a segment that lie wholly before its own window start are fully masked, whether
+the block visits them or not; visited with the row's state still empty, such a tile is an exact
+identity step from that state: m stays max(-inf, -inf) = -inf, the clamp gives m_safe = 0,
+alpha = p = exp(-inf) = +0, l = +0 * +0 + (+0) = +0, and ``tl.dot`` with an all-+0 left operand
+returns its accumulator (+0 * +0 = +0). So a row's state for a segment wholly before its window
+is (-inf, +0, +0) in every launch, and otherwise the same tiles with visible keys in the same
+order; the combine merges only the segments from the one holding the row's window start (it
+holds a visible key: the visible keys are contiguous up to the row's own).
+
+Why BLOCK_N is a function of head_dim (kernels/configs.py: attention_keys): a K and a V tile of
+128 keys x 256 x bf16 in two pipeline stages take 256 KiB, more than an H200's shared memory per
+block; heads of 256 take 64-key tiles, and SEG stays a multiple of BLOCK_N.
 """
 
 from __future__ import annotations
@@ -70,7 +95,7 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
                              stride_mh, stride_at, stride_ah, stride_bt, stride_page, stride_slot, stride_head,
                              GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_Q: tl.constexpr, D: tl.constexpr,
                              PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, SEG: tl.constexpr, SCALE: tl.constexpr,
-                             DTYPE: tl.constexpr):
+                             DTYPE: tl.constexpr, WINDOW: tl.constexpr = 0, SOFTCAP: tl.constexpr = 0.0):
     # q: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; block_table: [B, max_pages] int32
     # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32 (segment stride D, unit stride on D)
@@ -102,6 +127,9 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
     # early (a segment past it visits none), so a row's tiles are the same in every launch.
     first_tile = segment * (SEG // BLOCK_N)
     end_tile = tl.minimum(num_tiles, first_tile + SEG // BLOCK_N)
+    if WINDOW > 0:  # the block's first row has the earliest window start: no row sees a key before it
+        lowest = tl.maximum(context + (block_start - q_start) - WINDOW + 1, 0)
+        first_tile = tl.maximum(first_tile, lowest // BLOCK_N)  # tiles wholly before it are skipped
     q = tl.load(q_ptr + rows[:, None] * stride_qt + heads[:, None] * stride_qh + offs_d[None, :], mask=is_row[:, None],
                 other=0.0)
     m_i = tl.zeros([BLOCK_Q * BLOCK_G], dtype=tl.float32) - float("inf")
@@ -110,12 +138,21 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
     for j in range(first_tile, end_tile):
         keys = j * BLOCK_N + offs_n
         is_stored = keys <= last
+        if WINDOW > 0:  # keys before every row's window: neither block-table entry nor slot is read
+            is_stored = is_stored & (keys >= lowest)
         pages = tl.load(block_table_ptr + seq * stride_bt + keys // PAGE_SIZE, mask=is_stored, other=0)
         slots = pages * stride_page + (keys % PAGE_SIZE) * stride_slot + kv_head * stride_head
         k = tl.load(k_cache_ptr + slots[None, :] + offs_d[:, None], mask=is_stored[None, :], other=0.0)
         v = tl.load(v_cache_ptr + slots[:, None] + offs_d[None, :], mask=is_stored[:, None], other=0.0)
         scores = tl.dot(q, k, input_precision="ieee") * SCALE
-        scores = tl.where(keys[None, :] <= positions[:, None], scores, float("-inf"))
+        if SOFTCAP > 0:  # SOFTCAP * tanh(scores / SOFTCAP), tanh(x) = 2 / (1 + exp(-2x)) - 1
+            # exp's argument clamped to 88 so it stays finite (tanh(x) rounds to -1 from x < -9 on)
+            e = tl.exp(tl.minimum(-2.0 * (scores / SOFTCAP), 88.0))
+            scores = SOFTCAP * (2.0 / (1.0 + e) - 1.0)
+        visible = keys[None, :] <= positions[:, None]
+        if WINDOW > 0:  # each row's own window start, from its own position
+            visible = visible & (keys[None, :] > positions[:, None] - WINDOW)
+        scores = tl.where(visible, scores, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(scores, axis=1))
         m_safe = tl.where(m_new > float("-inf"), m_new, 0.0)
         alpha = tl.exp(m_i - m_safe)

@@ -1,17 +1,20 @@
 """Paged causal attention, second half: merge a token's KV segment states in ascending order.
 
 Program (t, h) reads the unnormalised online-softmax states (m, l, acc) that the first half
-(kernels/attention.py) stored for token t, head h and each segment 0 .. pos // SEG the token
-sees, merges them in ascending segment order with the online-softmax rescaling
+(kernels/attention.py) stored for token t, head h and each segment first .. pos // SEG, merges
+them in ascending segment order with the online-softmax rescaling
 
     m' = max(m, m_s), l' = l * exp(m - m') + l_s * exp(m_s - m'), acc' = acc * exp(m - m') + acc_s * exp(m_s - m'),
 
-and stores ``acc / l`` as the token's output. The segments and their order are a function of
-the token's position alone (SEG is a static constant), so the merge is the same in any batch,
-chunking or decode step; segments past the token's own are never read (the first half stores
-nothing there for it, so they may hold anything). Segment 0 holds key 0, which every query
-sees, so the merge starts from a finite state, and every merged segment holds a visible key, so
-no maximum is -inf and no clamp is needed.
+and stores ``acc / l`` as the token's output. ``first`` is 0, or with a sliding window
+(WINDOW = W > 0) the segment of the token's window start max(pos - W + 1, 0): the segments
+before it hold no key the token sees (their states are the empty (-inf, +0, +0)) and are not
+read. The segments and their order are a function of the token's position alone (SEG and W are
+static constants), so the merge is the same in any batch, chunking or decode step; segments
+past the token's own are never read (the first half stores nothing there for it, so they may
+hold anything). The first merged segment holds the first key the query sees (key 0 or its
+window start), so the merge starts from a finite state, and every merged segment holds a
+visible key, so no maximum is -inf and no clamp is needed.
 
 With ``CHECK`` (the run-time finiteness check, kernels/finiteness.py) the program also writes
 ``nonfinite[t, h]``: 1.0 when the m of a segment it merges, the merged l, or the output it
@@ -34,7 +37,8 @@ __all__ = ["attention_combine_kernel", "check_attention_combine", "launch_attent
 @triton.jit(do_not_specialize=["stride_mt", "stride_mh", "stride_at", "stride_ah"])
 def attention_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, flag_ptr, query_start_ptr, seq_lens_ptr, seq_idx_ptr,
                              stride_mt, stride_mh, stride_at, stride_ah, stride_ot, stride_oh, stride_ft,
-                             D: tl.constexpr, SEG: tl.constexpr, DTYPE: tl.constexpr, CHECK: tl.constexpr):
+                             D: tl.constexpr, SEG: tl.constexpr, DTYPE: tl.constexpr, CHECK: tl.constexpr,
+                             WINDOW: tl.constexpr = 0):
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32; out: [T, Hq, D]
     # flag: [T, Hq] float32 (unit stride on the head)
     # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
@@ -47,15 +51,19 @@ def attention_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, flag_ptr, query_sta
     offs_d = tl.arange(0, D)
     state = row * stride_mt + head * stride_mh
     partial = row * stride_at + head * stride_ah + offs_d
-    # Segment 0 holds key 0, which every query sees: its state is finite (l >= 1) and starts the merge;
-    # every later segment up to the query's own also holds a visible key, so no maximum is -inf.
-    m_all = tl.load(m_ptr + state)
-    l_all = tl.load(l_ptr + state)
-    acc = tl.load(acc_ptr + partial)
+    # The first merged segment holds the first key the query sees (key 0, or with a window its
+    # window start): its state is finite (l >= 1) and starts the merge; every later segment up to
+    # the query's own also holds a visible key (the visible keys are contiguous), so no maximum is -inf.
+    first = 0
+    if WINDOW > 0:
+        first = tl.maximum(position - WINDOW + 1, 0) // SEG
+    m_all = tl.load(m_ptr + state + first)
+    l_all = tl.load(l_ptr + state + first)
+    acc = tl.load(acc_ptr + partial + first * D)
     bad = 0.0
     if CHECK:  # |x| < inf is false exactly for inf and NaN
         bad = tl.where(tl.abs(m_all) < float("inf"), 0.0, 1.0)
-    for s in range(1, position // SEG + 1):
+    for s in range(first + 1, position // SEG + 1):
         m_s = tl.load(m_ptr + state + s)
         if CHECK:  # a segment of m = -inf (no finite score) would otherwise merge with weight 0
             bad = tl.maximum(bad, tl.where(tl.abs(m_s) < float("inf"), 0.0, 1.0))

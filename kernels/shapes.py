@@ -33,6 +33,10 @@ class ModelShape:
     # The run-time attention finiteness check (kernels/finiteness.py) built into store_kv and the
     # attention combine: a deployment choice, so part of the shape the plan is sealed for.
     check_finite: bool = True
+    # The sorted distinct sliding windows the layers use (0: full causal attention; Gemma3 and
+    # Mistral use windows): one attention entry (and combine) per window in the plan.
+    attention_windows: tuple[int, ...] = (0,)
+    attn_softcap: float = 0.0  # attention logit softcapping c * tanh(s / c) (Gemma2); 0: off
 
     def __post_init__(self) -> None:
         for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
@@ -45,6 +49,15 @@ class ModelShape:
             raise ValueError(f"head_dim {self.head_dim} must be even for RoPE")
         if self.dtype not in ("float32", "bfloat16"):
             raise ValueError(f"dtype {self.dtype!r} is not float32 or bfloat16")
+        windows = self.attention_windows
+        if not isinstance(windows, tuple) or not windows or \
+                any(not isinstance(w, int) or isinstance(w, bool) or w < 0 for w in windows) or \
+                list(windows) != sorted(set(windows)):
+            raise ValueError(f"ModelShape.attention_windows must be a non-empty sorted tuple of distinct "
+                             f"non-negative ints (0: full attention), got {windows!r}")
+        if not isinstance(self.attn_softcap, (int, float)) or not 0 <= self.attn_softcap < float("inf"):
+            raise ValueError(f"ModelShape.attn_softcap must be a finite non-negative number (0: off), "
+                             f"got {self.attn_softcap!r}")
 
 
 PRESETS: dict[str, ModelShape] = {
