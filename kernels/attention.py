@@ -70,7 +70,7 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
                              stride_mh, stride_at, stride_ah, stride_bt, stride_page, stride_slot, stride_head,
                              GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_Q: tl.constexpr, D: tl.constexpr,
                              PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, SEG: tl.constexpr, SCALE: tl.constexpr,
-                             DTYPE: tl.constexpr):
+                             DTYPE: tl.constexpr, WINDOW: tl.constexpr = 0, SOFTCAP: tl.constexpr = 0.0):
     # q: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; block_table: [B, max_pages] int32
     # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32 (segment stride D, unit stride on D)
@@ -102,6 +102,10 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
     # early (a segment past it visits none), so a row's tiles are the same in every launch.
     first_tile = segment * (SEG // BLOCK_N)
     end_tile = tl.minimum(num_tiles, first_tile + SEG // BLOCK_N)
+    lowest = 0  # the lowest key any row of the block sees
+    if WINDOW > 0:  # the block's first row has the earliest window start; tiles wholly before it are skipped
+        lowest = tl.maximum(context + (block_start - q_start) - WINDOW + 1, 0)
+        first_tile = tl.maximum(first_tile, lowest // BLOCK_N)
     q = tl.load(q_ptr + rows[:, None] * stride_qt + heads[:, None] * stride_qh + offs_d[None, :], mask=is_row[:, None],
                 other=0.0)
     m_i = tl.zeros([BLOCK_Q * BLOCK_G], dtype=tl.float32) - float("inf")
@@ -109,13 +113,21 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
     acc = tl.zeros([BLOCK_Q * BLOCK_G, D], dtype=tl.float32)
     for j in range(first_tile, end_tile):
         keys = j * BLOCK_N + offs_n
-        is_stored = keys <= last
+        is_stored = (keys <= last) & (keys >= lowest)
         pages = tl.load(block_table_ptr + seq * stride_bt + keys // PAGE_SIZE, mask=is_stored, other=0)
         slots = pages * stride_page + (keys % PAGE_SIZE) * stride_slot + kv_head * stride_head
         k = tl.load(k_cache_ptr + slots[None, :] + offs_d[:, None], mask=is_stored[None, :], other=0.0)
         v = tl.load(v_cache_ptr + slots[:, None] + offs_d[None, :], mask=is_stored[:, None], other=0.0)
         scores = tl.dot(q, k, input_precision="ieee") * SCALE
-        scores = tl.where(keys[None, :] <= positions[:, None], scores, float("-inf"))
+        if SOFTCAP > 0:  # SOFTCAP * tanh(scores / SOFTCAP), tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|)
+            capped = scores / SOFTCAP
+            e = tl.exp(-2.0 * tl.abs(capped))
+            tanh = (1.0 - e) / (1.0 + e)
+            scores = SOFTCAP * tl.where(capped < 0, -tanh, tanh)
+        visible = keys[None, :] <= positions[:, None]
+        if WINDOW > 0:  # each row's own window start, from its own position
+            visible = visible & (keys[None, :] > positions[:, None] - WINDOW)
+        scores = tl.where(visible, scores, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(scores, axis=1))
         m_safe = tl.where(m_new > float("-inf"), m_new, 0.0)
         alpha = tl.exp(m_i - m_safe)

@@ -34,7 +34,8 @@ __all__ = ["attention_combine_kernel", "check_attention_combine", "launch_attent
 @triton.jit(do_not_specialize=["stride_mt", "stride_mh", "stride_at", "stride_ah"])
 def attention_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, flag_ptr, query_start_ptr, seq_lens_ptr, seq_idx_ptr,
                              stride_mt, stride_mh, stride_at, stride_ah, stride_ot, stride_oh, stride_ft,
-                             D: tl.constexpr, SEG: tl.constexpr, DTYPE: tl.constexpr, CHECK: tl.constexpr):
+                             D: tl.constexpr, SEG: tl.constexpr, DTYPE: tl.constexpr, CHECK: tl.constexpr,
+                             WINDOW: tl.constexpr = 0):
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32; out: [T, Hq, D]
     # flag: [T, Hq] float32 (unit stride on the head)
     # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
@@ -47,15 +48,19 @@ def attention_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, flag_ptr, query_sta
     offs_d = tl.arange(0, D)
     state = row * stride_mt + head * stride_mh
     partial = row * stride_at + head * stride_ah + offs_d
-    # Segment 0 holds key 0, which every query sees: its state is finite (l >= 1) and starts the merge;
-    # every later segment up to the query's own also holds a visible key, so no maximum is -inf.
-    m_all = tl.load(m_ptr + state)
-    l_all = tl.load(l_ptr + state)
-    acc = tl.load(acc_ptr + partial)
+    # The first merged segment holds the first key the query sees (key 0, or with a window its
+    # window start): its state is finite (l >= 1) and starts the merge; every later segment up to
+    # the query's own also holds a visible key (the visible keys are contiguous), so no maximum is -inf.
+    first = 0
+    if WINDOW > 0:
+        first = tl.maximum(position - WINDOW + 1, 0) // SEG
+    m_all = tl.load(m_ptr + state + first)
+    l_all = tl.load(l_ptr + state + first)
+    acc = tl.load(acc_ptr + partial + first * D)
     bad = 0.0
     if CHECK:  # |x| < inf is false exactly for inf and NaN
         bad = tl.where(tl.abs(m_all) < float("inf"), 0.0, 1.0)
-    for s in range(1, position // SEG + 1):
+    for s in range(first + 1, position // SEG + 1):
         m_s = tl.load(m_ptr + state + s)
         if CHECK:  # a segment of m = -inf (no finite score) would otherwise merge with weight 0
             bad = tl.maximum(bad, tl.where(tl.abs(m_s) < float("inf"), 0.0, 1.0))

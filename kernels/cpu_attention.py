@@ -54,6 +54,7 @@ def attention_partial(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
     check_split_scratch(q, block_table, m_out, l_out, acc_out, entry)
     c = entry.constexpr_dict()
     group, head_dim, page_size, block_n, scale = c["GROUP"], c["D"], c["PAGE_SIZE"], c["BLOCK_N"], c["SCALE"]
+    window, softcap = c.get("WINDOW", 0), c.get("SOFTCAP", 0.0)
     tiles_per_segment = c["SEG"] // block_n
     num_tokens, num_heads = q.shape[0], q.shape[1]
     if num_tokens == 0:
@@ -63,6 +64,8 @@ def attention_partial(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
     seq = seq_idx.long()
     pos = _positions(query_start_loc, seq_lens, seq_idx)  # [T]
     num_tiles = pos // block_n + 1  # [T]
+    lowest = (pos - window + 1).clamp(min=0) if window else torch.zeros_like(pos)  # [T]: first visible key
+    first_tile = lowest // block_n  # [T]
     tables = block_table.long()
     key_offsets = torch.arange(block_n)
     k_slots, v_slots = k_cache.flatten(0, 1), v_cache.flatten(0, 1)  # [num_pages * page_size, Hkv, D]
@@ -77,34 +80,53 @@ def attention_partial(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
             m = torch.full((num_tokens, num_kv_heads, group), float("-inf"))
             l = torch.zeros(num_tokens, num_kv_heads, group)
             acc = torch.zeros(num_tokens, num_kv_heads, group, head_dim)
-        is_active = num_tiles > j  # [T]: tile j is one of this query's tiles
-        keys = j * block_n + key_offsets[None, :]  # [1, N]
-        is_valid = keys <= pos[:, None]  # [T, N]
-        safe_keys = torch.where(is_valid, keys, 0)  # key 0 always exists; its value is masked below
-        pages = tables[seq[:, None], safe_keys // page_size]  # [T, N]
-        slots = pages * page_size + safe_keys % page_size
-        valid_kv = is_valid[:, :, None, None]
-        k = torch.where(valid_kv, k_slots[slots].float(), 0.0).permute(0, 2, 1, 3)  # [T, Hkv, N, D]
-        v = torch.where(valid_kv, v_slots[slots].float(), 0.0).permute(0, 2, 1, 3)
-        scores = tree_sum(qf[:, :, :, None, :] * k[:, :, None, :, :]) * scale  # [T, Hkv, G, N]
-        scores = torch.where(is_valid[:, None, None, :], scores, neg_inf)
-        m_new = torch.maximum(m, scores.amax(dim=-1))
-        m_safe = torch.where(m_new > float("-inf"), m_new, 0.0)
-        # one exp call for p and alpha: [..., :N] = scores - m_safe, [..., N] = m - m_safe
-        weights = exp(torch.cat([scores - m_safe[..., None], (m - m_safe)[..., None]], dim=-1))
-        p, alpha = weights[..., :block_n], weights[..., block_n]
-        l_new = l * alpha + tree_sum(p)
-        weighted = tree_sum(p[..., None] * v[:, :, None, :, :], dim=-2)  # [T, Hkv, G, D]
-        acc_new = acc * alpha[..., None] + weighted
-        keep = is_active[:, None, None]
-        m = torch.where(keep, m_new, m)
-        l = torch.where(keep, l_new, l)
-        acc = torch.where(keep[..., None], acc_new, acc)
+        is_active = (num_tiles > j) & (first_tile <= j)  # [T]: tile j is one of this query's tiles
+        if bool(is_active.any()):
+            m, l, acc = _tile_step(qf, k_slots, v_slots, tables, seq, pos, lowest, j * block_n + key_offsets[None, :],
+                                   is_active, m, l, acc, page_size=page_size, scale=scale, softcap=softcap)
         if j % tiles_per_segment == tiles_per_segment - 1 or j == last_tile:
             sees = segment * c["SEG"] <= pos  # [T]: only the queries that see a key of the segment store
             m_view[sees, :, :, segment] = m[sees]
             l_view[sees, :, :, segment] = l[sees]
             acc_view[sees, :, :, segment] = acc[sees]
+
+
+def _softcap(scores: torch.Tensor, softcap: float) -> torch.Tensor:
+    """``softcap * tanh(scores / softcap)`` as the kernel writes it: sign(x) (1 - e) / (1 + e), e = exp(-2|x|)."""
+    capped = scores / softcap
+    e = exp(-2.0 * capped.abs())
+    tanh = (1.0 - e) / (1.0 + e)
+    return softcap * torch.where(capped < 0, -tanh, tanh)
+
+
+def _tile_step(qf: torch.Tensor, k_slots: torch.Tensor, v_slots: torch.Tensor, tables: torch.Tensor,
+               seq: torch.Tensor, pos: torch.Tensor, lowest: torch.Tensor, keys: torch.Tensor,
+               is_active: torch.Tensor, m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, *, page_size: int,
+               scale: float, softcap: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One KV tile of the online softmax for every query; queries not ``is_active`` keep their state."""
+    # qf: [T, Hkv, G, D]; keys: [1, N]; pos, lowest: [T]; m, l: [T, Hkv, G]; acc: [T, Hkv, G, D]
+    block_n = keys.shape[1]
+    is_valid = (keys <= pos[:, None]) & (keys >= lowest[:, None])  # [T, N]: the keys each query sees
+    safe_keys = torch.where(is_valid, keys, 0)  # key 0 always exists; its value is masked below
+    pages = tables[seq[:, None], safe_keys // page_size]  # [T, N]
+    slots = pages * page_size + safe_keys % page_size
+    valid_kv = is_valid[:, :, None, None]
+    k = torch.where(valid_kv, k_slots[slots].float(), 0.0).permute(0, 2, 1, 3)  # [T, Hkv, N, D]
+    v = torch.where(valid_kv, v_slots[slots].float(), 0.0).permute(0, 2, 1, 3)
+    scores = tree_sum(qf[:, :, :, None, :] * k[:, :, None, :, :]) * scale  # [T, Hkv, G, N]
+    if softcap:
+        scores = _softcap(scores, softcap)
+    scores = torch.where(is_valid[:, None, None, :], scores, float("-inf"))
+    m_new = torch.maximum(m, scores.amax(dim=-1))
+    m_safe = torch.where(m_new > float("-inf"), m_new, 0.0)
+    # one exp call for p and alpha: [..., :N] = scores - m_safe, [..., N] = m - m_safe
+    weights = exp(torch.cat([scores - m_safe[..., None], (m - m_safe)[..., None]], dim=-1))
+    p, alpha = weights[..., :block_n], weights[..., block_n]
+    l_new = l * alpha + tree_sum(p)
+    weighted = tree_sum(p[..., None] * v[:, :, None, :, :], dim=-2)  # [T, Hkv, G, D]
+    acc_new = acc * alpha[..., None] + weighted
+    keep = is_active[:, None, None]
+    return torch.where(keep, m_new, m), torch.where(keep, l_new, l), torch.where(keep[..., None], acc_new, acc)
 
 
 def attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, query_start_loc: torch.Tensor,
@@ -115,9 +137,17 @@ def attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, query
     check_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, nonfinite, entry)
     if out.shape[0] == 0:
         return
-    last_segment = _positions(query_start_loc, seq_lens, seq_idx) // entry.constexpr_dict()["SEG"]  # [T]
-    m_all, l_all, acc_all = m[:, :, 0], l[:, :, 0], acc[:, :, 0]  # segment 0 holds key 0: a finite start
-    for s in range(1, int(last_segment.max()) + 1):
+    c = entry.constexpr_dict()
+    pos = _positions(query_start_loc, seq_lens, seq_idx)  # [T]
+    last_segment = pos // c["SEG"]  # [T]
+    window = c.get("WINDOW", 0)
+    # [T]: the segment of the first key each query sees (key 0, or its window start): a finite start
+    first_segment = (pos - window + 1).clamp(min=0) // c["SEG"] if window else torch.zeros_like(pos)
+    start = first_segment[:, None, None].expand(-1, m.shape[1], 1)  # [T, Hq, 1]
+    m_all = m.gather(2, start).squeeze(2)  # [T, Hq]
+    l_all = l.gather(2, start).squeeze(2)
+    acc_all = acc.gather(2, start[..., None].expand(-1, -1, 1, acc.shape[3])).squeeze(2)  # [T, Hq, D]
+    for s in range(int(first_segment.min()) + 1, int(last_segment.max()) + 1):
         m_s = m[:, :, s]
         m_new = torch.maximum(m_all, m_s)
         # one exp call for both scales: [..., 0] = m_all - m_new, [..., 1] = m_s - m_new
@@ -125,14 +155,15 @@ def attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, query
         alpha, beta = scales[..., 0], scales[..., 1]
         l_new = l_all * alpha + l[:, :, s] * beta
         acc_new = acc_all * alpha[..., None] + acc[:, :, s] * beta[..., None]
-        keep = (s <= last_segment)[:, None]  # segments past a query's own are never selected
+        keep = ((first_segment < s) & (s <= last_segment))[:, None]  # only the query's own segments are selected
         m_all = torch.where(keep, m_new, m_all)
         l_all = torch.where(keep, l_new, l_all)
         acc_all = torch.where(keep[..., None], acc_new, acc_all)
     quotient = acc_all / l_all[..., None]
     out.copy_(quotient.to(out.dtype))
-    if entry.constexpr_dict()["CHECK"]:
-        merged = torch.arange(m.shape[2]) <= last_segment[:, None, None]  # [T, 1, NUM_SEG]: the segments read
+    if c["CHECK"]:
+        segments = torch.arange(m.shape[2])
+        merged = (first_segment[:, None, None] <= segments) & (segments <= last_segment[:, None, None])  # read ones
         bad = [(merged & ~torch.isfinite(m)).any(-1), ~torch.isfinite(l_all), any_nonfinite(quotient, 1)]
         if out.dtype != torch.float32:  # float32: out holds the quotient's bits
             bad.append(any_nonfinite(out, 1))

@@ -259,12 +259,17 @@ def store_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: t
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
                     query_start_loc: torch.Tensor, seq_lens: torch.Tensor, scale: float,
-                    seq_idx: torch.Tensor | None = None, nonfinite: torch.Tensor | None = None) -> torch.Tensor:
+                    seq_idx: torch.Tensor | None = None, nonfinite: torch.Tensor | None = None, *,
+                    window: int = 0, softcap: float = 0.0) -> torch.Tensor:
     """Causal attention of ``q`` [T, Hq, D] over each request's paged KV -> [T, Hq, D].
 
     Request b's queries are rows ``query_start_loc[b]:query_start_loc[b+1]``; ``seq_lens[b]``
     counts its KV including this step's tokens (already stored); query i sits at position
-    ``seq_lens[b] - q_len_b + i`` and attends to keys 0..position, page by page in order.
+    ``seq_lens[b] - q_len_b + i`` and attends to keys 0..position, page by page in order; with a
+    sliding ``window`` W > 0 only to the keys position - W < j <= position (W keys including its
+    own, as transformers' sliding-window layers). ``softcap`` c > 0 replaces each scaled score s
+    by ``c * tanh(s / c)`` before masking (attention logit softcapping); 0 is off. Both select the
+    plan entries (``_w<W>``, ``_cap<c>``), so the plan must hold them.
     ``seq_idx`` [T] int32, each token's request, is :func:`token_requests` of ``query_start_loc``; a
     forward passes it in so that every layer does not recompute it.
 
@@ -277,10 +282,10 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     num_tokens = q.shape[0]
     entry = require(configs.paged_attention_config(
         num_heads=q.shape[1], num_kv_heads=k_cache.shape[2], head_dim=q.shape[-1], page_size=k_cache.shape[1],
-        scale=scale, dtype=dtype_name(q.dtype)))
+        scale=scale, dtype=dtype_name(q.dtype), window=window, softcap=softcap))
     combine = require(configs.attention_combine_config(num_heads=q.shape[1], head_dim=q.shape[-1],
                                                        seg=entry.constexpr_dict()["SEG"], dtype=dtype_name(q.dtype),
-                                                       check_finite=_checks_finite()))
+                                                       check_finite=_checks_finite(), window=window))
     if metadata_checks_enabled():
         metadata.check_attention_metadata(query_start_loc, seq_lens, block_table, num_tokens,
                                           k_cache.shape[0], k_cache.shape[1])

@@ -222,12 +222,14 @@ def _configs_for(shape: ModelShape) -> list[tuple[LaunchConfig, str]]:
         configs.append((logit_softcap_config(vocab_size=s.vocab_size, cap=s.final_logit_softcap), "logit_softcap"))
     configs.append((store_kv_config(num_kv_heads=s.num_kv_heads, head_dim=s.head_dim,
                                     page_size=s.page_size, dtype=dt, check_finite=s.check_finite), "store_kv"))
-    attention = paged_attention_config(num_heads=s.num_heads, num_kv_heads=s.num_kv_heads, head_dim=s.head_dim,
-                                       page_size=s.page_size, scale=s.attention_scale, dtype=dt)
-    configs.append((attention, "attention"))
-    configs.append((attention_combine_config(num_heads=s.num_heads, head_dim=s.head_dim,
-                                             seg=attention.constexpr_dict()["SEG"], dtype=dt,
-                                             check_finite=s.check_finite), "attention"))
+    for window in s.attention_windows:  # one pair per distinct window (0: the full causal layers)
+        attention = paged_attention_config(num_heads=s.num_heads, num_kv_heads=s.num_kv_heads, head_dim=s.head_dim,
+                                           page_size=s.page_size, scale=s.attention_scale, dtype=dt, window=window,
+                                           softcap=s.attn_softcap)
+        configs.append((attention, "attention"))
+        configs.append((attention_combine_config(num_heads=s.num_heads, head_dim=s.head_dim,
+                                                 seg=attention.constexpr_dict()["SEG"], dtype=dt,
+                                                 check_finite=s.check_finite, window=window), "attention"))
     return configs
 
 

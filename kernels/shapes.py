@@ -33,10 +33,10 @@ class ModelShape:
     # The run-time attention finiteness check (kernels/finiteness.py) built into store_kv and the
     # attention combine: a deployment choice, so part of the shape the plan is sealed for.
     check_finite: bool = True
-    # Sliding-window attention: the sorted distinct windows the layers use (0: full causal; a query
-    # at i sees key j iff i - W < j <= i) and the attention logit softcap (0.0: none).
+    # The sorted distinct sliding windows the layers use (0: full causal attention; Gemma3 and
+    # Mistral use windows): one attention entry (and combine) per window in the plan.
     attention_windows: tuple[int, ...] = (0,)
-    attn_softcap: float = 0.0
+    attn_softcap: float = 0.0  # attention logit softcapping c * tanh(s / c) (Gemma2); 0: off
     # Gemma3: RMSNorms weigh by (1 + w) with one rounding (Gemma3RMSNorm), the embedding is scaled by
     # sqrt(hidden_size) rounded to the dtype, the MLP is GeGLU with tanh-GELU, attention scores are
     # scaled by query_pre_attn_scalar ** -0.5 (0.0: head_dim ** -0.5), the attention and MLP outputs
@@ -64,12 +64,18 @@ class ModelShape:
             raise ValueError(f"head_dim {self.head_dim} must be even for RoPE")
         if self.dtype not in ("float32", "bfloat16"):
             raise ValueError(f"dtype {self.dtype!r} is not float32 or bfloat16")
+        windows = self.attention_windows
+        if not isinstance(windows, tuple) or not windows or \
+                any(not isinstance(w, int) or isinstance(w, bool) or w < 0 for w in windows) or \
+                list(windows) != sorted(set(windows)):
+            raise ValueError(f"ModelShape.attention_windows must be a non-empty sorted tuple of distinct "
+                             f"non-negative ints (0: full attention), got {windows!r}")
+        if not isinstance(self.attn_softcap, (int, float)) or not 0 <= self.attn_softcap < float("inf"):
+            raise ValueError(f"ModelShape.attn_softcap must be a finite non-negative number (0: off), "
+                             f"got {self.attn_softcap!r}")
         if self.activation not in ("silu", "gelu_tanh"):
             raise ValueError(f"activation {self.activation!r} is not 'silu' or 'gelu_tanh'")
-        if list(self.attention_windows) != sorted(set(self.attention_windows)) or not self.attention_windows \
-                or min(self.attention_windows) < 0:
-            raise ValueError(f"attention_windows {self.attention_windows} must be sorted, distinct and >= 0")
-        for name in ("attn_softcap", "query_pre_attn_scalar", "final_logit_softcap"):
+        for name in ("query_pre_attn_scalar", "final_logit_softcap"):
             if getattr(self, name) < 0:
                 raise ValueError(f"ModelShape.{name} must be >= 0, got {getattr(self, name)}")
 

@@ -53,14 +53,20 @@ def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
     return gate * torch.sigmoid(gate) * up
 
 
-def attention(request: Request, scale: float) -> torch.Tensor:
-    """Causal softmax attention of every position of ``request`` over keys 0..position (GQA)."""
+def attention(request: Request, scale: float, *, window: int = 0, softcap: float = 0.0) -> torch.Tensor:
+    """Causal softmax attention of every position of ``request`` over keys 0..position (GQA);
+    with ``window`` W > 0 over keys position - W < j <= position; with ``softcap`` c > 0 the
+    scaled scores are ``c * tanh(s / c)`` (transformers' sliding-window and softcapped layers)."""
     q, k, v = request.q.double(), request.k.double(), request.v.double()
     group = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # [L, Hq, D]
     scores = torch.einsum("qhd,khd->hqk", q, k) * scale
+    if softcap:
+        scores = softcap * torch.tanh(scores / softcap)
     length = q.shape[0]
     causal = torch.ones(length, length, dtype=torch.bool).tril()
+    if window:
+        causal &= ~torch.ones(length, length, dtype=torch.bool).tril(-window)
     scores = scores.masked_fill(~causal, float("-inf"))
     return torch.einsum("hqk,khd->qhd", scores.softmax(-1), v)
 
