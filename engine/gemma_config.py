@@ -6,9 +6,11 @@ and ``full_attention`` layers; sliding layers attend to the last ``sliding_windo
 4096) and rotate with ``rope_local_base_freq`` (default 1e4), full layers with ``rope_theta``
 (default 1e6, optionally "linear" ``rope_scaling`` as Gemma3-4B+ use); transformers 5 writes both
 into ``rope_parameters`` keyed by layer type. Scores are scaled by ``query_pre_attn_scalar ** -0.5``
-(default 256), the MLP is GeGLU with ``gelu_pytorch_tanh``, and ``final_logit_softcapping`` /
-``attn_logit_softcapping`` apply when set. What the engine would compute differently
-(``use_bidirectional_attention``, another activation, other RoPE types) is refused naming the field.
+(default 256), the MLP is GeGLU with ``gelu_pytorch_tanh``, and ``final_logit_softcapping`` applies
+when set. What the engine would compute differently (``use_bidirectional_attention``, another
+activation, other RoPE types) is refused naming the field, and so is ``attn_logit_softcapping``:
+transformers' Gemma3 attention never applies it (5.17 passes no softcap to its attention
+functions), so a config setting it asks for something transformers does not compute.
 """
 
 from __future__ import annotations
@@ -99,6 +101,10 @@ def gemma3_fields(config: dict[str, Any], path: Path, num_layers: int,
     activation = config.get("hidden_activation")
     if activation != "gelu_pytorch_tanh":
         raise fail(f"hidden_activation {activation!r} is not supported for Gemma3 (only 'gelu_pytorch_tanh')")
+    if config.get("attn_logit_softcapping") is not None:
+        raise fail(f"attn_logit_softcapping {config['attn_logit_softcapping']!r} is not supported for Gemma3: "
+                   "transformers' Gemma3 attention ignores it, so the engine would compute something else; "
+                   "set it to null (as Gemma3's own configs do)")
     if config.get("use_bidirectional_attention"):
         raise fail("use_bidirectional_attention=true is not supported (the engine's attention is causal)")
     types = _layer_types(config, num_layers, fail)
@@ -112,5 +118,4 @@ def gemma3_fields(config: dict[str, Any], path: Path, num_layers: int,
             "rope_theta": rope["full_attention"][0], "rope_scaling": rope["full_attention"][1],
             "sliding_rope_theta": rope["sliding_attention"][0], "sliding_rope_scaling": rope["sliding_attention"][1],
             "query_pre_attn_scalar": _positive(config.get("query_pre_attn_scalar"), "query_pre_attn_scalar", fail),
-            "final_logit_softcap": _softcap(config, "final_logit_softcapping", fail),
-            "attn_softcap": _softcap(config, "attn_logit_softcapping", fail)}
+            "final_logit_softcap": _softcap(config, "final_logit_softcapping", fail)}

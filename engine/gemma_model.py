@@ -70,7 +70,7 @@ class Gemma3Model:
             ops.store_kv(k, v, kv.k[layer], kv.v[layer], batch.slot_mapping, flags[layer, :, :spec.num_kv_heads])
             attn = ops.paged_attention(q, kv.k[layer], kv.v[layer], batch.block_table, batch.query_start_loc,
                                        batch.seq_lens, self.scale, seq_idx, flags[layer, :, spec.num_kv_heads:],
-                                       window=spec.window(layer), softcap=spec.attn_softcap)  # [T, Hq, D]
+                                       window=spec.window(layer))  # [T, Hq, D]
             attn_out, _ = self._norm(ops.linear(attn.view(num_tokens, self.q_width), lw.o_proj, lw.o_bias),
                                      lw.post_norm)  # post_attention_layernorm, before the residual add
             x, hidden = self._norm(attn_out, lw.pre_ff_norm, hidden)  # type: ignore[arg-type]

@@ -5,8 +5,8 @@ and the safetensors itself (no engine code) and recomputes every position from s
 transformers' Gemma3 classes do: the embedding times sqrt(hidden_size) rounded to the
 checkpoint's dtype, Gemma3RMSNorm's ``x * rsqrt(mean(x^2) + eps) * (1 + w)``, q/k norms before
 RoPE, per-layer sliding or full attention with per-layer RoPE bases, the post-attention,
-pre- and post-feedforward norms, GeGLU with tanh-GELU, query_pre_attn_scalar, and attention and
-final logit softcapping when set. A semantic yardstick (closeness within a tolerance), never a
+pre- and post-feedforward norms, GeGLU with tanh-GELU, query_pre_attn_scalar, and final logit
+softcapping when set (transformers' Gemma3 never applies attn_logit_softcapping; the engine refuses it). A semantic yardstick (closeness within a tolerance), never a
 determinism witness.
 """
 
@@ -42,7 +42,7 @@ class Gemma3Reference:
         self.eps = c.get("rms_norm_eps", 1e-6)
         self.scaling = c.get("query_pre_attn_scalar", 256) ** -0.5
         self.window = c.get("sliding_window", 4096)
-        self.attn_cap, self.final_cap = c.get("attn_logit_softcapping"), c.get("final_logit_softcapping")
+        self.final_cap = c.get("final_logit_softcapping")
         pattern = c.get("sliding_window_pattern", 6)
         self.layer_types = c.get("layer_types") or [
             "sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(self.num_layers)]
@@ -91,8 +91,6 @@ class Gemma3Reference:
             v = self._linear(x, p + "self_attn.v_proj").view(n, hkv, d)
             k, v = k.repeat_interleave(hq // hkv, dim=1), v.repeat_interleave(hq // hkv, dim=1)
             scores = torch.einsum("qhd,khd->hqk", q, k) * self.scaling
-            if self.attn_cap:
-                scores = torch.tanh(scores / self.attn_cap) * self.attn_cap
             scores = scores.masked_fill(~masks[layer_type], float("-inf"))
             attn = torch.einsum("hqk,khd->qhd", scores.softmax(-1), v).reshape(n, hq * d)
             h = h + self._norm(self._linear(attn, p + "self_attn.o_proj"), self.w[p + "post_attention_layernorm.weight"])

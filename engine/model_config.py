@@ -68,7 +68,6 @@ class ModelSpec:
     sliding_rope_scaling: tuple[tuple[str, Any], ...] | None = None
     query_pre_attn_scalar: float = 0.0  # Gemma3: scores scaled by its ** -0.5 (0.0: head_dim ** -0.5)
     final_logit_softcap: float = 0.0  # 0.0: none
-    attn_softcap: float = 0.0  # 0.0: none
 
     @property
     def is_gemma3(self) -> bool:
@@ -96,7 +95,7 @@ class ModelSpec:
                           rms_norm_eps=self.rms_norm_eps, max_position_embeddings=self.max_position_embeddings,
                           check_finite=check_finite,
                           attention_windows=tuple(sorted({self.window(i) for i in range(self.num_layers)})),
-                          attn_softcap=self.attn_softcap, norm_offset=self.is_gemma3, embed_scale=self.is_gemma3,
+                          norm_offset=self.is_gemma3, embed_scale=self.is_gemma3,
                           activation="gelu_tanh" if self.is_gemma3 else "silu",
                           query_pre_attn_scalar=self.query_pre_attn_scalar, post_norms=self.is_gemma3,
                           final_logit_softcap=self.final_logit_softcap)
