@@ -1,4 +1,4 @@
-"""The Qwen3 and Mistral presets' sealed plans: every entry the tiny plan lacks is verified, the q/k norm's too."""
+"""The Qwen3, Mistral and Gemma3 presets' sealed plans: every entry the tiny plan lacks is verified, the q/k norm's too."""
 
 import json
 
@@ -10,7 +10,7 @@ from kernels.plan import preset_plan
 from proofs.planrun import targets_from_plan, verify_target
 
 TINY_KEYS = set(preset_plan("tiny").keys())
-NEW_TARGETS = [t for name in ("qwen3-tiny", "mistral-tiny") for t in targets_from_plan(preset_plan(name))
+NEW_TARGETS = [t for name in ("qwen3-tiny", "mistral-tiny", "gemma3-tiny") for t in targets_from_plan(preset_plan(name))
                if t.key not in TINY_KEYS]
 
 
