@@ -18,6 +18,7 @@ from tests.engine.conftest import P, SMALL_ENGINE
 from tests.engine.test_determinism import GREEDY, PROMPTS, assert_bitwise_equal, singletons
 from tests.engine.test_fidelity import PROMPTS as FIDELITY_PROMPTS
 from tests.engine.test_fidelity import TOLERANCE, max_reference_difference
+from tests.engine.test_mixed_padding import mixed_runs  # noqa: F401 (a fixture)
 
 FAMILIES = ["gemma3_tiny_dir", "mistral_window_dir"]
 LONG = FIDELITY_PROMPTS[0]  # 52 tokens: past the window of 32
@@ -108,3 +109,19 @@ def test_check_mode_accepts_every_launch_of_the_family(request, family):
     (ref,) = singletons(directory, [GREEDY])
     (out,) = LLM(directory, check_mode=True, **SMALL_ENGINE).generate([PROMPTS[0]], GREEDY)
     assert_bitwise_equal([out], [ref])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_padded_graph_steps_equal_eager_bitwise(request, family, mixed_runs):
+    """On the CPU cuda_graphs=True runs the padded decode and mixed steps a graph would replay, eagerly."""
+    from tests.engine.test_mixed_padding import PROMPTS as MIXED_PROMPTS
+    from tests.engine.test_mixed_padding import assert_same_traces, pool_kv, run
+
+    directory = request.getfixturevalue(family)
+    long = MIXED_PROMPTS + [list(range(3, 3 + 40))]  # one prompt past the window
+    eager, eager_engine = run(directory, long, GREEDY)
+    padded, padded_engine = run(directory, long, GREEDY, cuda_graphs=True)
+    assert mixed_runs, "no step ran padded"
+    assert_same_traces(padded, eager)
+    for a, b in zip(pool_kv(padded_engine), pool_kv(eager_engine)):
+        assert torch.equal(a, b)  # padding rows wrote no pool page
