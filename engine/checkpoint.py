@@ -47,9 +47,10 @@ _FAMILY_FIELDS: dict[str, dict[str, Any]] = {
     "gemma3_text": {"architectures": ["Gemma3ForCausalLM"], "attention_bias": False, "attn_logit_softcapping": None,
                     "final_logit_softcapping": None, "hidden_activation": "gelu_pytorch_tanh", "pad_token_id": 0},
 }
-# Gemma3-1B's own config.json (transformers 4.50): 5 sliding layers to 1 full, local RoPE base 1e4
+# Gemma3-1B's own config.json (transformers 4.50): 5 sliding layers to 1 full, local RoPE base 1e4.
+# Its bos/eos are 2 and 1 (and 106); the bundled tokenizer puts eos right after bos.
 _GEMMA3_1B_EXTRAS: dict[str, Any] = {
-    "bos_token_id": 2, "eos_token_id": 1, "query_pre_attn_scalar": 256, "rope_local_base_freq": 10000.0,
+    "bos_token_id": 2, "eos_token_id": 3, "query_pre_attn_scalar": 256, "rope_local_base_freq": 10000.0,
     "sliding_window": 512, "sliding_window_pattern": 6, "cache_implementation": "hybrid",
 }
 # gemma3-tiny as transformers 5 writes a Gemma3TextConfig: window 32, so CI prompts cross it

@@ -138,3 +138,11 @@ def test_d_names_gemma3_and_its_plan(tmp_path):
     changed = current_deployment(directory).fields
     assert changed["model"]["config_digest"] != fields["model"]["config_digest"]
     assert changed["kernel_plan"]["digest"] != fields["kernel_plan"]["digest"]  # a _w48 entry, not _w32
+
+
+def test_gemma3_1b_config_reads_back_as_its_shape(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(preset_config("gemma3-1b")))
+    spec = read_model_spec(tmp_path)
+    assert spec.shape(page_size=16, dtype="bfloat16") == PRESETS["gemma3-1b"]
+    assert spec.layer_windows == tuple(0 if (i + 1) % 6 == 0 else 512 for i in range(26))
+    assert spec.layer_rope(0) == (1e4, None) and spec.layer_rope(5) == (1e6, None)
