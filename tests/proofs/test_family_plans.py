@@ -25,3 +25,12 @@ def test_the_real_shape_q_k_norm_is_verified_through_the_cli():
     assert result.exit_code == 0, result.output
     (entry,) = json.loads(result.stdout)
     assert entry["verdict"] == "VERIFIED" and entry["key"] == "rms_norm.h128"
+
+
+@pytest.mark.parametrize("key", ["gelu_tanh_mul.i6912", "rms_norm.h1152_residual_offset",
+                                 "embedding.v262144_h1152_scaled"])
+def test_the_gemma3_1b_kernels_are_verified_through_the_cli(key):
+    result = CliRunner().invoke(app, ["verify", "--plan", "gemma3-1b", "--key", key, "--json"])
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads(result.stdout)
+    assert entry["verdict"] == "VERIFIED" and entry["key"] == key
