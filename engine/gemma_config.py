@@ -15,7 +15,6 @@ functions), so a config setting it asks for something transformers does not comp
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable
 
 __all__ = ["GEMMA3_DEFAULTS", "gemma3_fields"]
@@ -78,8 +77,7 @@ def _rope(config: dict[str, Any], fail: Fail,
         theta_key = {"full_attention": "rope_theta", "sliding_attention": "rope_local_base_freq"}[layer_type]
         if theta is None:  # transformers falls back to the top-level key, then to Gemma3's default
             theta = config.get(theta_key, _DEFAULT_THETA[layer_type])
-        theta = _positive(theta, f"{where[layer_type]}.rope_theta" if is_v5 else theta_key,
-                          fail)
+        theta = _positive(theta, f"{where[layer_type]}.rope_theta" if is_v5 else theta_key, fail)
         out[layer_type] = (theta, scaling_of(values or None, where[layer_type]))
     return out
 
@@ -89,15 +87,11 @@ def _softcap(config: dict[str, Any], name: str, fail: Fail) -> float:
     return 0.0 if value is None else _positive(value, name, fail)
 
 
-def gemma3_fields(config: dict[str, Any], path: Path, num_layers: int,
-                  scaling_of: Callable[[dict[str, Any] | None, str], Any]) -> dict[str, Any]:
+def gemma3_fields(config: dict[str, Any], num_layers: int, *, scaling_of: Callable[[dict[str, Any] | None, str], Any],
+                  fail: Fail) -> dict[str, Any]:
     """The :class:`~engine.model_config.ModelSpec` fields a Gemma3 config adds (``config`` with
-    :data:`GEMMA3_DEFAULTS` applied); ``scaling_of(scaling, where)`` validates one RoPE scaling object."""
-    def fail(message: str) -> Exception:
-        from engine.model_config import ModelConfigError
-
-        return ModelConfigError(f"{path}: {message}")
-
+    :data:`GEMMA3_DEFAULTS` applied); ``scaling_of(scaling, where)`` validates one RoPE scaling
+    object, ``fail(message)`` is the error to raise."""
     activation = config.get("hidden_activation")
     if activation != "gelu_pytorch_tanh":
         raise fail(f"hidden_activation {activation!r} is not supported for Gemma3 (only 'gelu_pytorch_tanh')")

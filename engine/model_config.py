@@ -256,7 +256,8 @@ def read_model_spec(model_dir: Path) -> ModelSpec:
     max_positions = _field(config, "max_position_embeddings", int, path)
     num_layers = _field(config, "num_hidden_layers", int, path)
     if architecture == GEMMA3:
-        extra = gemma3_fields(config, path, num_layers, lambda scaling, name: _scaling_items(scaling, name, path))
+        extra = gemma3_fields(config, num_layers, scaling_of=lambda scaling, name: _scaling_items(scaling, name, path),
+                              fail=lambda message: ModelConfigError(f"{path}: {message}"))
     else:
         extra = {"layer_windows": _layer_windows(config, architecture, num_layers, max_positions, path)}
     rope_parameters = config.get("rope_parameters") if isinstance(config.get("rope_parameters"), dict) else {}
