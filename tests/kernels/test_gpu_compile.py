@@ -14,7 +14,10 @@ import pytest
 import triton
 from triton.backends.compiler import GPUTarget
 
-from kernels.plan import PlanEntry, preset_plan
+from dataclasses import replace
+
+from kernels.plan import PlanEntry, plan_for, preset_plan
+from kernels.shapes import PRESETS
 from kernels.tensors import constexpr_kwargs
 
 _POINTERS = {"float32": "*fp32", "bfloat16": "*bf16"}
@@ -27,13 +30,14 @@ _INDEX_POINTERS = {("embedding", "ids_ptr"): "*i64", ("store_kv", "slot_ptr"): "
                    # the segment states and split-K partials are fp32 scratch in every dtype
                    **{(kernel, name): "*fp32" for kernel in ("paged_attention", "attention_combine")
                       for name in ("m_ptr", "l_ptr", "acc_ptr")},
-                   ("matmul_split", "partial_ptr"): "*fp32", ("matmul_combine", "partial_ptr"): "*fp32"}
+                   ("matmul_split", "partial_ptr"): "*fp32", ("matmul_combine", "partial_ptr"): "*fp32",
+                   ("logit_softcap", "x_ptr"): "*fp32", ("logit_softcap", "out_ptr"): "*fp32"}
 
 
 def compile_for_sm90(entry: PlanEntry):
     module, name = entry.function.rsplit(".", 1)
     fn = getattr(importlib.import_module(module), name)
-    dtype = entry.static_dict()["dtype"]
+    dtype = entry.static_dict().get("dtype", "float32")  # logit_softcap: float32 logits in every plan
     signature, aligned = {}, []
     for index, param in enumerate(inspect.signature(fn.fn).parameters.values()):
         if "constexpr" in str(param.annotation):
@@ -49,7 +53,11 @@ def compile_for_sm90(entry: PlanEntry):
         if param.name not in fn.do_not_specialize and param.name != "M":
             aligned.append(index)
     attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}
-    source = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexpr_kwargs(entry), attrs=attrs)
+    # a constexpr an entry leaves out (OFFSET, SCALE, WINDOW off) takes its default, as a launch does
+    defaults = {p.name: p.default for p in inspect.signature(fn.fn).parameters.values()
+                if "constexpr" in str(p.annotation) and p.default is not inspect.Parameter.empty}
+    source = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs={**defaults, **constexpr_kwargs(entry)},
+                                       attrs=attrs)
     return triton.compile(source, target=GPUTarget("cuda", 90, 32),
                           options={"num_warps": entry.num_warps, "num_stages": entry.num_stages})
 
@@ -62,3 +70,13 @@ def test_llama_1b_entries_compile_for_sm90(key):
     assert compiled.asm["cubin"], key
     if entry.kernel in ("matmul", "matmul_split"):
         assert "wgmma" in compiled.asm["ptx"], f"{key} does not use Hopper warpgroup MMA"
+
+
+GEMMA3_1B = plan_for(replace(PRESETS["gemma3-1b"], final_logit_softcap=30.0))  # with a softcap, as Gemma2's
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", [k for k in GEMMA3_1B.keys() if k not in preset_plan("llama-1b").keys()])
+def test_gemma3_1b_entries_compile_for_sm90(key):
+    compiled = compile_for_sm90(GEMMA3_1B.entry(key))
+    assert compiled.asm["cubin"], key
