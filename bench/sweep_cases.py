@@ -123,7 +123,7 @@ def _launch_plan(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, se
     """ops.paged_attention's two launches, for a candidate entry outside the sealed plan."""
     s, c = entry.static_dict(), entry.constexpr_dict()
     combine = configs.attention_combine_config(num_heads=s["num_heads"], head_dim=s["head_dim"], seg=c["SEG"],
-                                               dtype=s["dtype"])
+                                               dtype=s["dtype"], window=c.get("WINDOW", 0))
     m, l, acc = split_scratch(q, block_table, entry)
     launch_attention_partial(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, m, l, acc, entry)
     flags = torch.empty(q.shape[0], q.shape[1], dtype=torch.float32, device=q.device)  # the finiteness flags

@@ -1,5 +1,11 @@
 """Paged causal attention, first half: the KV walk of a query block, cut into fixed segments.
 
+Optionally with a sliding window (WINDOW = W > 0: the query at position i sees the keys
+i - W < j <= i, W keys including its own, as transformers' sliding-window layers; 0 is full
+causal attention) and attention logit softcapping (SOFTCAP = c > 0: each scaled score s becomes
+c * tanh(s / c) before masking, tanh written as 2 / (1 + exp(-2x)) - 1 with exp's argument
+clamped to stay finite; 0 is off). Both are constexprs that default to off.
+
 Program (i, g, s) computes one *query block* for the GROUP query heads of KV head g over KV
 segment s, the keys [s * SEG, (s + 1) * SEG): up to BLOCK_Q consecutive query tokens of one
 request times the head group, the rows of a [BLOCK_Q * BLOCK_G, D] ``tl.dot`` tile. Tile row r
@@ -49,6 +55,25 @@ that they are finite (no inf/NaN activations) is a premise of the contract
 store_kv and the combine check it, and the absence of overflow, at run time (kernels/finiteness.py).
 A row's position inside the tile changes with the chunking; ``tl.dot`` is trusted to give a
 row the same bits wherever it sits (tests/gpu checks it).
+
+With a window each row masks the keys at or before its own ``position - W`` (from its own
+position, never the block's: a block's rows have different window starts, and which rows share
+a block depends on the chunking). The block skips the tiles that lie wholly before ``lowest``,
+its first row's window start, and masks keys before it on load (their block-table entries and
+slots are not read). Why that is exact: every row of the block sits at or after the first row,
+so its window starts at or after ``lowest``; a skipped tile holds only keys it masks. For a row
+the tiles of a segment that lie wholly before its own window start are fully masked, whether
+the block visits them or not; visited with the row's state still empty, such a tile is an exact
+identity step from that state: m stays max(-inf, -inf) = -inf, the clamp gives m_safe = 0,
+alpha = p = exp(-inf) = +0, l = +0 * +0 + (+0) = +0, and ``tl.dot`` with an all-+0 left operand
+returns its accumulator (+0 * +0 = +0). So a row's state for a segment wholly before its window
+is (-inf, +0, +0) in every launch, and otherwise the same tiles with visible keys in the same
+order; the combine merges only the segments from the one holding the row's window start (it
+holds a visible key: the visible keys are contiguous up to the row's own).
+
+Why BLOCK_N is a function of head_dim (kernels/configs.py: attention_keys): a K and a V tile of
+128 keys x 256 x bf16 in two pipeline stages take 256 KiB, more than an H200's shared memory per
+block; heads of 256 take 64-key tiles, and SEG stays a multiple of BLOCK_N.
 """
 
 from __future__ import annotations
@@ -102,10 +127,9 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
     # early (a segment past it visits none), so a row's tiles are the same in every launch.
     first_tile = segment * (SEG // BLOCK_N)
     end_tile = tl.minimum(num_tiles, first_tile + SEG // BLOCK_N)
-    lowest = 0  # the lowest key any row of the block sees
-    if WINDOW > 0:  # the block's first row has the earliest window start; tiles wholly before it are skipped
+    if WINDOW > 0:  # the block's first row has the earliest window start: no row sees a key before it
         lowest = tl.maximum(context + (block_start - q_start) - WINDOW + 1, 0)
-        first_tile = tl.maximum(first_tile, lowest // BLOCK_N)
+        first_tile = tl.maximum(first_tile, lowest // BLOCK_N)  # tiles wholly before it are skipped
     q = tl.load(q_ptr + rows[:, None] * stride_qt + heads[:, None] * stride_qh + offs_d[None, :], mask=is_row[:, None],
                 other=0.0)
     m_i = tl.zeros([BLOCK_Q * BLOCK_G], dtype=tl.float32) - float("inf")
@@ -113,17 +137,18 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
     acc = tl.zeros([BLOCK_Q * BLOCK_G, D], dtype=tl.float32)
     for j in range(first_tile, end_tile):
         keys = j * BLOCK_N + offs_n
-        is_stored = (keys <= last) & (keys >= lowest)
+        is_stored = keys <= last
+        if WINDOW > 0:  # keys before every row's window: neither block-table entry nor slot is read
+            is_stored = is_stored & (keys >= lowest)
         pages = tl.load(block_table_ptr + seq * stride_bt + keys // PAGE_SIZE, mask=is_stored, other=0)
         slots = pages * stride_page + (keys % PAGE_SIZE) * stride_slot + kv_head * stride_head
         k = tl.load(k_cache_ptr + slots[None, :] + offs_d[:, None], mask=is_stored[None, :], other=0.0)
         v = tl.load(v_cache_ptr + slots[:, None] + offs_d[None, :], mask=is_stored[:, None], other=0.0)
         scores = tl.dot(q, k, input_precision="ieee") * SCALE
-        if SOFTCAP > 0:  # SOFTCAP * tanh(scores / SOFTCAP), tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|)
-            capped = scores / SOFTCAP
-            e = tl.exp(-2.0 * tl.abs(capped))
-            tanh = (1.0 - e) / (1.0 + e)
-            scores = SOFTCAP * tl.where(capped < 0, -tanh, tanh)
+        if SOFTCAP > 0:  # SOFTCAP * tanh(scores / SOFTCAP), tanh(x) = 2 / (1 + exp(-2x)) - 1
+            # exp's argument clamped to 88 so it stays finite (tanh(x) rounds to -1 from x < -9 on)
+            e = tl.exp(tl.minimum(-2.0 * (scores / SOFTCAP), 88.0))
+            scores = SOFTCAP * (2.0 / (1.0 + e) - 1.0)
         visible = keys[None, :] <= positions[:, None]
         if WINDOW > 0:  # each row's own window start, from its own position
             visible = visible & (keys[None, :] > positions[:, None] - WINDOW)

@@ -1,17 +1,20 @@
 """Paged causal attention, second half: merge a token's KV segment states in ascending order.
 
 Program (t, h) reads the unnormalised online-softmax states (m, l, acc) that the first half
-(kernels/attention.py) stored for token t, head h and each segment 0 .. pos // SEG the token
-sees, merges them in ascending segment order with the online-softmax rescaling
+(kernels/attention.py) stored for token t, head h and each segment first .. pos // SEG, merges
+them in ascending segment order with the online-softmax rescaling
 
     m' = max(m, m_s), l' = l * exp(m - m') + l_s * exp(m_s - m'), acc' = acc * exp(m - m') + acc_s * exp(m_s - m'),
 
-and stores ``acc / l`` as the token's output. The segments and their order are a function of
-the token's position alone (SEG is a static constant), so the merge is the same in any batch,
-chunking or decode step; segments past the token's own are never read (the first half stores
-nothing there for it, so they may hold anything). Segment 0 holds key 0, which every query
-sees, so the merge starts from a finite state, and every merged segment holds a visible key, so
-no maximum is -inf and no clamp is needed.
+and stores ``acc / l`` as the token's output. ``first`` is 0, or with a sliding window
+(WINDOW = W > 0) the segment of the token's window start max(pos - W + 1, 0): the segments
+before it hold no key the token sees (their states are the empty (-inf, +0, +0)) and are not
+read. The segments and their order are a function of the token's position alone (SEG and W are
+static constants), so the merge is the same in any batch, chunking or decode step; segments
+past the token's own are never read (the first half stores nothing there for it, so they may
+hold anything). The first merged segment holds the first key the query sees (key 0 or its
+window start), so the merge starts from a finite state, and every merged segment holds a
+visible key, so no maximum is -inf and no clamp is needed.
 
 With ``CHECK`` (the run-time finiteness check, kernels/finiteness.py) the program also writes
 ``nonfinite[t, h]``: 1.0 when the m of a segment it merges, the merged l, or the output it

@@ -10,15 +10,17 @@ kernel also runs, for a query that is not the last of its query block, the block
 which are fully masked for it and exact identity steps; here the loop over tiles runs to the
 batch's longest query, and a query takes the update of tile j only while j is one of its own
 tiles; otherwise ``where`` keeps its state untouched (a selection, not arithmetic), so extra
-iterations cannot change it. Keys past the query's position are replaced by zeros before use
-(their block-table entries and slots are never read), scored -inf and weighted +0, so poisoned
-slots (NaN, inf, stale data) never reach the result.
+iterations cannot change it (nor can the leading tiles wholly before a query's window, which
+the kernel may visit for an earlier row of the block). Keys past the query's position, and with a sliding window (WINDOW)
+the keys at or before ``position - WINDOW``, are replaced by zeros before use (their block-table
+entries and slots are never read), scored -inf and weighted +0, so poisoned slots (NaN, inf,
+stale data) never reach the result. SOFTCAP applies the kernel's ``c * tanh(s / c)`` formula.
 
 Second half (:func:`attention_combine`, the twin of kernels/attention_combine.py): the segment
-states 0 .. positions[t] // SEG merged in ascending order with the same rescaling formula;
-segments past a query's own are never selected. With the plan's CHECK it flags, as the kernel
-does, a (token, head) whose merged segments' m, merged l or output is inf or NaN
-(kernels/finiteness.py).
+states from the one holding the query's first visible key up to positions[t] // SEG, merged in
+ascending order with the same rescaling formula; other segments are never selected. With the
+plan's CHECK it flags, as the kernel does, a (token, head) whose merged segments' m, merged l or
+output is inf or NaN (kernels/finiteness.py).
 
 Dot products and sums are ``tree_sum`` over a fixed [BLOCK_N, D] tile and ``exp`` is the
 position-independent one, so a query's bits depend on its own q row, KV and position only.
@@ -92,11 +94,9 @@ def attention_partial(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
 
 
 def _softcap(scores: torch.Tensor, softcap: float) -> torch.Tensor:
-    """``softcap * tanh(scores / softcap)`` as the kernel writes it: sign(x) (1 - e) / (1 + e), e = exp(-2|x|)."""
-    capped = scores / softcap
-    e = exp(-2.0 * capped.abs())
-    tanh = (1.0 - e) / (1.0 + e)
-    return softcap * torch.where(capped < 0, -tanh, tanh)
+    """``softcap * tanh(scores / softcap)`` as the kernel writes it: tanh(x) = 2 / (1 + exp(-2x)) - 1."""
+    e = exp((-2.0 * (scores / softcap)).clamp(max=88.0))
+    return softcap * (2.0 / (1.0 + e) - 1.0)
 
 
 def _tile_step(qf: torch.Tensor, k_slots: torch.Tensor, v_slots: torch.Tensor, tables: torch.Tensor,
@@ -107,7 +107,7 @@ def _tile_step(qf: torch.Tensor, k_slots: torch.Tensor, v_slots: torch.Tensor, t
     # qf: [T, Hkv, G, D]; keys: [1, N]; pos, lowest: [T]; m, l: [T, Hkv, G]; acc: [T, Hkv, G, D]
     block_n = keys.shape[1]
     is_valid = (keys <= pos[:, None]) & (keys >= lowest[:, None])  # [T, N]: the keys each query sees
-    safe_keys = torch.where(is_valid, keys, 0)  # key 0 always exists; its value is masked below
+    safe_keys = torch.where(is_valid, keys, lowest[:, None])  # the query's first visible key exists; masked below
     pages = tables[seq[:, None], safe_keys // page_size]  # [T, N]
     slots = pages * page_size + safe_keys % page_size
     valid_kv = is_valid[:, :, None, None]

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from dataclasses import replace
 
 import pytest
 import triton
 from triton.backends.compiler import GPUTarget
 
-from dataclasses import replace
-
 from kernels.plan import PlanEntry, plan_for, preset_plan
-from kernels.shapes import PRESETS
+from kernels.shapes import PRESETS, ModelShape
 from kernels.tensors import constexpr_kwargs
 
 _POINTERS = {"float32": "*fp32", "bfloat16": "*bf16"}
@@ -38,10 +37,12 @@ def compile_for_sm90(entry: PlanEntry):
     module, name = entry.function.rsplit(".", 1)
     fn = getattr(importlib.import_module(module), name)
     dtype = entry.static_dict().get("dtype", "float32")  # logit_softcap: float32 logits in every plan
-    signature, aligned = {}, []
+    signature, aligned, defaults = {}, [], {}
     for index, param in enumerate(inspect.signature(fn.fn).parameters.values()):
         if "constexpr" in str(param.annotation):
             signature[param.name] = "constexpr"
+            if param.default is not inspect.Parameter.empty:  # an option the entry leaves off (WINDOW)
+                defaults[param.name] = param.default
             continue
         if param.name.endswith("_ptr"):
             kind = _INDEX_POINTERS.get((entry.kernel, param.name), _POINTERS[dtype])
@@ -53,11 +54,8 @@ def compile_for_sm90(entry: PlanEntry):
         if param.name not in fn.do_not_specialize and param.name != "M":
             aligned.append(index)
     attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}
-    # a constexpr an entry leaves out (OFFSET, SCALE, WINDOW off) takes its default, as a launch does
-    defaults = {p.name: p.default for p in inspect.signature(fn.fn).parameters.values()
-                if "constexpr" in str(p.annotation) and p.default is not inspect.Parameter.empty}
     source = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs={**defaults, **constexpr_kwargs(entry)},
-                                       attrs=attrs)
+                                     attrs=attrs)
     return triton.compile(source, target=GPUTarget("cuda", 90, 32),
                           options={"num_warps": entry.num_warps, "num_stages": entry.num_stages})
 
@@ -70,6 +68,30 @@ def test_llama_1b_entries_compile_for_sm90(key):
     assert compiled.asm["cubin"], key
     if entry.kernel in ("matmul", "matmul_split"):
         assert "wgmma" in compiled.asm["ptx"], f"{key} does not use Hopper warpgroup MMA"
+
+
+# Gemma3-1B's attention: 4 query heads, 1 KV head, head_dim 256, a 512-key window, in bf16.
+GEMMA3_1B_ATTENTION = ModelShape(hidden_size=1152, num_layers=26, num_heads=4, num_kv_heads=1, head_dim=256,
+                                 intermediate_size=6912, vocab_size=262144, dtype="bfloat16",
+                                 attention_windows=(0, 512), attn_softcap=50.0)
+H200_SHARED_PER_BLOCK = 232448  # bytes of shared memory one block may use on an H200 (227 KiB)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", [k for k in plan_for(GEMMA3_1B_ATTENTION).keys() if "attention" in k])
+def test_head_dim_256_attention_compiles_within_an_h200s_shared_memory(key):
+    entry = plan_for(GEMMA3_1B_ATTENTION).entry(key)
+    compiled = compile_for_sm90(entry)
+    assert compiled.asm["cubin"], key
+    assert compiled.metadata.shared <= H200_SHARED_PER_BLOCK, (key, compiled.metadata.shared)
+
+
+@pytest.mark.slow
+def test_head_dim_256_needs_the_narrower_kv_tile():
+    # why attention_keys halves the tile: 128 keys of 256 x bf16, K and V in two stages, do not fit
+    entry = plan_for(GEMMA3_1B_ATTENTION).entry("paged_attention.hq4_hkv1_d256_p16_w512_cap50")
+    wide = replace(entry, constexprs=tuple(sorted({**entry.constexpr_dict(), "BLOCK_N": 128, "SEG": 1024}.items())))
+    assert compile_for_sm90(wide).metadata.shared > H200_SHARED_PER_BLOCK
 
 
 GEMMA3_1B = plan_for(replace(PRESETS["gemma3-1b"], final_logit_softcap=30.0))  # with a softcap, as Gemma2's

@@ -1,7 +1,8 @@
 """The plan's split-KV attention pair (kernels/attention.py, kernels/attention_combine.py) under
 Triton's CPU interpreter, at tiles smaller than the plan's.
 
-A 100-token request crosses four segments of SEG = 32 keys (KV tiles of 16, query blocks of 16):
+A 100-token request crosses four segments of SEG = 32 keys (KV tiles of 16, query blocks of 16),
+in full causal attention and with sliding windows of 7, 20 and 45 keys (one with a softcap):
 its output in float32 must be within the fp32 tolerance of the float64 reference, and every
 query's bits must be the same as a full prefill, as chunks beside other requests (NaN-filled
 neighbours, poisoned free slots) and as decode steps. The interpreter's ``tl.dot`` is replaced as
@@ -29,36 +30,54 @@ BLOCK_Q, BLOCK_N, SEG = 16, 16, 32
 LENGTH = 100
 
 
-def split_schedule_check() -> dict:
-    """{"failures": [...], "detail": str} of the accuracy and schedule checks (interpreter only)."""
-    from bench.sweep_cases import attention_call, with_config
+def _split_entry(window: int = 0, softcap: float = 0.0):
+    """The plan's float32 attention entry of SHAPE (with ``window``/``softcap``) at the small tiles."""
+    from bench.sweep_cases import with_config
     from kernels import configs
     from kernels.launch import require, use_plan
     from kernels.plan import plan_for
-    from tests.kernels import reference
-    from tests.kernels.attention_cases import Step, make_request, run_steps, schedule_failures
     from tests.kernels.interpreter_checks import SHAPE
 
-    dtype, scale = torch.float32, SHAPE.head_dim ** -0.5
-    with use_plan(plan_for(replace(SHAPE, dtype="float32"))):
+    shape = replace(SHAPE, dtype="float32", attention_windows=tuple(sorted({0, window})), attn_softcap=softcap)
+    with use_plan(plan_for(shape)):
         entry = require(configs.paged_attention_config(num_heads=2, num_kv_heads=1, head_dim=16, page_size=16,
-                                                       scale=scale, dtype="float32"))
-    entry = with_config(entry, {"BLOCK_Q": BLOCK_Q, "BLOCK_N": BLOCK_N, "SEG": SEG}, entry.num_warps,
-                        entry.num_stages)
-    split = attention_call(entry, "plan")
+                                                       scale=SHAPE.head_dim ** -0.5, dtype="float32", window=window,
+                                                       softcap=softcap))
+    return with_config(entry, {"BLOCK_Q": BLOCK_Q, "BLOCK_N": BLOCK_N, "SEG": SEG}, entry.num_warps, entry.num_stages)
+
+
+def _schedule_failures(window: int = 0, softcap: float = 0.0) -> list[str]:
+    """Accuracy against the float64 reference, then the schedule check, of one (window, softcap)."""
+    from bench.sweep_cases import attention_call
+    from tests.kernels import reference
+    from tests.kernels.attention_cases import Step, make_request, run_steps, schedule_failures
+
+    dtype, scale = torch.float32, 16 ** -0.5
+    split = attention_call(_split_entry(window, softcap), "plan")
     request = make_request(LENGTH, 2, 1, 16, dtype, torch.Generator().manual_seed(11))
     full = run_steps([Step(request, 0, LENGTH)], page_size=16, scale=scale, gen=torch.Generator().manual_seed(11),
                      attention=split)[0]
-    reference.assert_close(full, reference.attention(request, scale), dtype, what="interpreted split attention")
+    reference.assert_close(full, reference.attention(request, scale, window=window, softcap=softcap), dtype,
+                           what=f"interpreted split attention, window {window}, softcap {softcap}")
     other = make_request(40, 2, 1, 16, dtype, torch.Generator().manual_seed(12), fill="nan")
     # chunks that end inside a segment, span a segment boundary, decode at the first key of a segment,
     # and the rest; then decode steps across the last boundary
     chunks = [(0, 20), (20, 63), (63, 64), (64, 96), (96, 97), (97, 100)]
     companions = [[], [Step(other, 0, 40)], [Step(other, 39, 40)], [Step(other, 10, 30)], [], [Step(other, 0, 5)]]
-    failures = schedule_failures(request, chunks, companions, [0, 1, 0, 1, 0, 1], page_size=16, scale=scale, seed=11,
-                                 poison="nan", attention=split)
-    return {"failures": failures, "detail": f"{len(chunks)} steps of a {LENGTH}-token request over "
-                                            f"{-(-LENGTH // SEG)} segments: accurate, bitwise equal to its prefill"}
+    return schedule_failures(request, chunks, companions, [0, 1, 0, 1, 0, 1], page_size=16, scale=scale, seed=11,
+                             poison="nan", attention=split)
+
+
+# (window, softcap): full causal; windows below a tile, between a tile and a segment, past a
+# segment (none a multiple of either); one with a softcap.
+CASES = ((0, 0.0), (7, 0.0), (20, 0.0), (45, 5.0))
+
+
+def split_schedule_check() -> dict:
+    """{"failures": [...], "detail": str} of the accuracy and schedule checks (interpreter only)."""
+    failures = [f"window {w}, softcap {c}: {f}" for w, c in CASES for f in _schedule_failures(w, c)]
+    return {"failures": failures, "detail": f"6 steps of a {LENGTH}-token request over {-(-LENGTH // SEG)} segments "
+                                            f"for (window, softcap) in {CASES}: accurate, bitwise equal to its prefill"}
 
 
 def main() -> int:

@@ -16,6 +16,7 @@ CASES = [
     ("atomic_rowsum", "rowsum_atomic", {}, "atomic accumulation"),
     ("attention_no_causal", "attention_kernel", ATTENTION, "k_cache_ptr"),
     ("window_no_clamp", "window_attention_kernel", WINDOW, "cannot show the left operand is exactly +0"),
+    ("window_start_from_block", "attention_partial_kernel", {}, "tl.where guard"),
     ("load_without_other", "rms_norm_no_other", {}, "no masked-off element is demanded"),
     ("precision_differs", "matmul_precision", {}, "dot['tf32'"),
     ("k_tiles_from_m", "matmul_k_from_m", {}, "folds live elements of a_ptr"),
