@@ -1,11 +1,12 @@
-"""Qwen3 and Mistral on one GPU: fidelity against transformers and the engine's decode tokens/s, per family.
+"""Qwen3, Mistral and Gemma3 on one GPU: fidelity against transformers and the engine's decode tokens/s, per family.
 
-    PYTHONPATH=. python3 bench/families_gpu.py --out DIR [--presets qwen3-0.6b,mistral-7b]
+    PYTHONPATH=. python3 bench/families_gpu.py --out DIR [--presets qwen3-0.6b,mistral-7b,gemma3-1b]
 
 Per preset: a random-initialised bf16 checkpoint (seed 0, as `bitcase model make` writes it) in a
 temporary directory. Fidelity, a tolerance claim separate from determinism: an eager bf16 engine
 generates four greedy tokens for each of six random prompts (16 to 1024 tokens) and transformers'
-class for the checkpoint (AutoModelForCausalLM, float32, CUDA) recomputes every produced row
+class for the checkpoint (AutoModelForCausalLM, float32, CUDA: Qwen3ForCausalLM, MistralForCausalLM,
+Gemma3ForCausalLM, whose sliding layers the 1,024-token prompt crosses at gemma3-1b's window of 512) recomputes every produced row
 (the engines of a preset share one loaded copy of the weights, engine/weight_cache.py);
 each prompt is judged as the fidelity suite judges (engine/compare/suites/fidelity.py): the largest
 |engine - transformers| logit difference at most the bf16 relative tolerance times
@@ -112,7 +113,7 @@ def decode(model_dir: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="directory for families_gpu.json")
-    parser.add_argument("--presets", default="qwen3-0.6b,mistral-7b", help="comma-separated preset names")
+    parser.add_argument("--presets", default="qwen3-0.6b,mistral-7b,gemma3-1b", help="comma-separated preset names")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench/families_gpu.py needs a CUDA GPU; torch.cuda.is_available() is False", file=sys.stderr)

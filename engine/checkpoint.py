@@ -4,7 +4,10 @@ Tensor names, shapes and config.json follow the real Hugging Face layouts (``tin
 LlamaForCausalLM, ``small`` as a Qwen2ForCausalLM with q/k/v biases, ``llama-1b`` as
 Llama-3.2-1B including its "llama3" ``rope_scaling``, ``qwen3-tiny``/``qwen3-0.6b`` as a
 Qwen3ForCausalLM with q/k norms, ``mistral-tiny``/``mistral-7b`` as a MistralForCausalLM with
-``sliding_window`` null, as Mistral-7B-v0.3). Values come from one seeded CPU generator
+``sliding_window`` null, as Mistral-7B-v0.3, ``gemma3-tiny``/``gemma3-1b`` as a Gemma3ForCausalLM:
+the tiny one written as transformers 5 writes it (``layer_types``, ``rope_parameters`` per layer
+type), the 1B one as Gemma3-1B's own config.json (``sliding_window_pattern``, ``rope_local_base_freq``);
+Gemma's norm weights are centred on 0, as it weighs by 1 + w). Values come from one seeded CPU generator
 in name order, so a (preset, seed, dtype) always writes the same bytes. Beside the weights goes a
 small real tokenizer (``engine.tokenizer_make``) whose vocabulary matches the preset's.
 """
@@ -31,7 +34,8 @@ _NORM_STD = 0.05  # norm weights are 1 + noise, so a wrong norm shows up in fide
 
 # preset -> model family (config.json's model_type); every preset of kernels.shapes has one
 PRESET_FAMILIES = {"tiny": "llama", "small": "qwen2", "llama-1b": "llama", "qwen3-tiny": "qwen3",
-                   "qwen3-0.6b": "qwen3", "mistral-tiny": "mistral", "mistral-7b": "mistral"}
+                   "qwen3-0.6b": "qwen3", "mistral-tiny": "mistral", "mistral-7b": "mistral",
+                   "gemma3-tiny": "gemma3_text", "gemma3-1b": "gemma3_text"}
 # Fields each family's real configs carry (Llama-3.2-1B, Qwen2.5, Qwen3-0.6B, Mistral-7B-v0.3).
 _FAMILY_FIELDS: dict[str, dict[str, Any]] = {
     "llama": {"architectures": ["LlamaForCausalLM"], "attention_bias": False, "mlp_bias": False,
@@ -40,7 +44,23 @@ _FAMILY_FIELDS: dict[str, dict[str, Any]] = {
     "qwen3": {"architectures": ["Qwen3ForCausalLM"], "attention_bias": False, "sliding_window": None,
               "use_sliding_window": False},
     "mistral": {"architectures": ["MistralForCausalLM"], "sliding_window": None},
+    "gemma3_text": {"architectures": ["Gemma3ForCausalLM"], "attention_bias": False, "attn_logit_softcapping": None,
+                    "final_logit_softcapping": None, "hidden_activation": "gelu_pytorch_tanh", "pad_token_id": 0},
 }
+# Gemma3-1B's own config.json (transformers 4.50): 5 sliding layers to 1 full, local RoPE base 1e4.
+# Its bos/eos are 2 and 1 (and 106); the bundled tokenizer puts eos right after bos.
+_GEMMA3_1B_EXTRAS: dict[str, Any] = {
+    "bos_token_id": 2, "eos_token_id": 3, "query_pre_attn_scalar": 256, "rope_local_base_freq": 10000.0,
+    "sliding_window": 512, "sliding_window_pattern": 6, "cache_implementation": "hybrid",
+}
+# gemma3-tiny as transformers 5 writes a Gemma3TextConfig: window 32, so CI prompts cross it
+_GEMMA3_TINY_EXTRAS: dict[str, Any] = {
+    "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+    "query_pre_attn_scalar": 64, "sliding_window": 32, "transformers_version": "5.17.0",
+    "rope_parameters": {"full_attention": {"rope_theta": 1000000.0, "rope_type": "default"},
+                        "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}},
+}
+_NORM_CENTRE = {"gemma3_text": 0.0}  # others: 1.0
 # Qwen3-0.6B's bos/eos are 151643/151645; the bundled tokenizer puts eos right after bos
 _QWEN3_0_6B_EXTRAS: dict[str, Any] = {"bos_token_id": 151643, "eos_token_id": 151644}
 _LLAMA_3_2_1B_EXTRAS: dict[str, Any] = {
@@ -78,13 +98,20 @@ def preset_config(name: str, *, dtype: str | None = None) -> dict[str, Any]:
         config.update(_LLAMA_3_2_1B_EXTRAS)
     if name == "qwen3-0.6b":
         config.update(_QWEN3_0_6B_EXTRAS)
+    if family == "gemma3_text":  # Gemma3TextConfig has hidden_activation, not hidden_act
+        del config["hidden_act"]
+        config.update(_GEMMA3_1B_EXTRAS if name == "gemma3-1b" else _GEMMA3_TINY_EXTRAS)
+        if "rope_parameters" in config:
+            del config["rope_theta"], config["rope_scaling"]
+            config["dtype"] = config.pop("torch_dtype")  # transformers 5's key
     return config
 
 
-def _init_tensor(name: str, shape: tuple[int, ...], generator: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
+def _init_tensor(name: str, shape: tuple[int, ...], generator: torch.Generator, dtype: torch.dtype,
+                 norm_centre: float) -> torch.Tensor:
     values = torch.randn(shape, generator=generator, dtype=torch.float32)
     if name.endswith("norm.weight"):
-        values = 1.0 + _NORM_STD * values
+        values = norm_centre + _NORM_STD * values
     else:
         values = _INIT_STD * values
     return values.to(dtype).contiguous()
@@ -105,12 +132,13 @@ def make_checkpoint(name: str, out_dir: Path, *, seed: int = 0, dtype: str | Non
     if tokenizer:
         write_tokenizer(out_dir)
     spec = read_model_spec(out_dir)
-    torch_dtype = torch.float32 if config["torch_dtype"] == "float32" else torch.bfloat16
+    torch_dtype = torch.float32 if config.get("torch_dtype", config.get("dtype")) == "float32" else torch.bfloat16
+    norm_centre = _NORM_CENTRE.get(config["model_type"], 1.0)
     generator = torch.Generator(device="cpu").manual_seed(seed)
     shards: list[dict[str, torch.Tensor]] = [{}]
     shard_bytes = 0
     for tensor_name, shape in sorted(expected_shapes(spec).items()):
-        tensor = _init_tensor(tensor_name, shape, generator, torch_dtype)
+        tensor = _init_tensor(tensor_name, shape, generator, torch_dtype, norm_centre)
         size = tensor.numel() * tensor.element_size()
         if shards[-1] and shard_bytes + size > max_shard_bytes:
             shards.append({})

@@ -37,11 +37,13 @@ class LayerWeights:
     qkv_bias: torch.Tensor | None  # [(Hq + 2 Hkv) D]
     o_proj: torch.Tensor  # [H, Hq D]
     o_bias: torch.Tensor | None  # [H]
-    q_norm: torch.Tensor | None  # [D] (Qwen3)
-    k_norm: torch.Tensor | None  # [D] (Qwen3)
-    post_norm: torch.Tensor  # [H]
+    q_norm: torch.Tensor | None  # [D] (Qwen3, Gemma3)
+    k_norm: torch.Tensor | None  # [D] (Qwen3, Gemma3)
+    post_norm: torch.Tensor  # [H]: post_attention_layernorm
     gate_up: torch.Tensor  # [2 I, H]
     down: torch.Tensor  # [H, I]
+    pre_ff_norm: torch.Tensor | None = None  # [H] (Gemma3: pre_feedforward_layernorm)
+    post_ff_norm: torch.Tensor | None = None  # [H] (Gemma3: post_feedforward_layernorm)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,8 @@ def expected_shapes(spec: ModelSpec) -> dict[str, tuple[int, ...]]:
             shapes[p + "self_attn.o_proj.bias"] = (h,)
         if spec.has_qk_norm:
             shapes.update({p + "self_attn.q_norm.weight": (d,), p + "self_attn.k_norm.weight": (d,)})
+        if spec.is_gemma3:
+            shapes.update({p + "pre_feedforward_layernorm.weight": (h,), p + "post_feedforward_layernorm.weight": (h,)})
     return shapes
 
 
@@ -168,7 +172,9 @@ def load_weights(model_dir: Path, spec: ModelSpec, *, dtype: torch.dtype, device
             k_norm=get(attn + "k_norm.weight") if spec.has_qk_norm else None,
             post_norm=get(p + "post_attention_layernorm.weight"),
             gate_up=torch.cat([get(p + "mlp.gate_proj.weight"), get(p + "mlp.up_proj.weight")]).contiguous(),
-            down=get(p + "mlp.down_proj.weight")))
+            down=get(p + "mlp.down_proj.weight"),
+            pre_ff_norm=get(p + "pre_feedforward_layernorm.weight") if spec.is_gemma3 else None,
+            post_ff_norm=get(p + "post_feedforward_layernorm.weight") if spec.is_gemma3 else None))
     embed = get("model.embed_tokens.weight")
     lm_head = embed if spec.tie_word_embeddings else get("lm_head.weight")
     return ModelWeights(embed=embed, layers=tuple(layers), final_norm=get("model.norm.weight"),

@@ -1,4 +1,5 @@
-"""The Llama-family forward pass (Llama, Qwen2, Qwen3, Mistral) over packed rows and a paged KV cache.
+"""The Llama-family forward pass (Llama, Qwen2, Qwen3, Mistral) over packed rows and a paged KV cache
+(Gemma3's is engine/gemma_model.py).
 
 Every arithmetic op is a kernel of the sealed plan, through kernels.ops only; the model itself only
 slices, views and gathers (exact operations). Rows of different requests are packed along the token dimension;
@@ -94,8 +95,8 @@ class LlamaModel:
             q, k = ops.rope(q, k, batch.positions, self.cos_sin)
             ops.store_kv(k, v, kv.k[layer], kv.v[layer], batch.slot_mapping, flags[layer, :, :spec.num_kv_heads])
             attn = ops.paged_attention(q, kv.k[layer], kv.v[layer], batch.block_table, batch.query_start_loc,
-                                       batch.seq_lens, self.scale, seq_idx,
-                                       flags[layer, :, spec.num_kv_heads:])  # [T, Hq, D]
+                                       batch.seq_lens, self.scale, seq_idx, flags[layer, :, spec.num_kv_heads:],
+                                       window=spec.window(layer))  # [T, Hq, D]; Mistral's window, or 0
             if lw.o_bias is None:  # [T, H], or a split-K weight's partials, which the next residual norm folds
                 hidden = ops.linear_unfolded(attn.view(num_tokens, self.q_width), lw.o_proj)
             else:  # the fold adds no bias: the biased projection is folded by its own combine

@@ -3,9 +3,11 @@
 Torch-free. Supported, with the keys and defaults transformers uses: ``LlamaForCausalLM``
 (optionally Llama-3 ``rope_scaling``; ``attention_bias`` puts biases on q/k/v and o_proj),
 ``Qwen2ForCausalLM`` (q/k/v biases), ``Qwen3ForCausalLM`` (per-head q/k RMSNorm, ``head_dim``
-defaulting to 128, ``attention_bias`` as Llama's) and ``MistralForCausalLM`` (Llama-shaped).
-Anything the engine would silently compute differently (other activations, MLP biases, sliding
-windows that a prompt could reach, other RoPE scalings) is a clear error naming the field.
+defaulting to 128, ``attention_bias`` as Llama's), ``MistralForCausalLM`` (Llama-shaped; a
+``sliding_window`` below max_position_embeddings windows every layer) and ``Gemma3ForCausalLM``
+(engine/gemma_config.py). RoPE scaling: "llama3" and "linear". Anything the engine would silently
+compute differently (other activations, MLP biases, Qwen's ``use_sliding_window``, other RoPE
+scalings) is a clear error naming the field.
 """
 
 from __future__ import annotations
@@ -16,16 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.gemma_config import GEMMA3_DEFAULTS, gemma3_fields
 from evidence_db.canonical import digest_of
 from kernels.shapes import ModelShape
 
 __all__ = ["ModelSpec", "ModelConfigError", "read_model_spec", "SUPPORTED_ARCHITECTURES"]
 
-SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
+SUPPORTED_ARCHITECTURES = ("Gemma3ForCausalLM", "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+                           "Qwen3ForCausalLM")
+GEMMA3 = "Gemma3ForCausalLM"
 # transformers' defaults where a config leaves a field out
 _DEFAULT_HEAD_DIM = {"Qwen3ForCausalLM": 128}  # others: hidden_size // num_attention_heads
 _MISTRAL_DEFAULT_SLIDING_WINDOW = 4096
-_ROPE_SCALING_TYPES = ("default", "llama3")
+_ROPE_SCALING_TYPES = ("default", "linear", "llama3")
 
 
 class ModelConfigError(ValueError):
@@ -55,6 +60,28 @@ class ModelSpec:
     checkpoint_dtype: str  # config's torch_dtype
     eos_token_ids: tuple[int, ...]
     config_digest: str  # digest of the config.json content
+    # Per layer: the attention window (0: full causal; a query at i sees key j iff i - W < j <= i);
+    # empty: every layer full.
+    layer_windows: tuple[int, ...] = ()
+    # RoPE of the windowed layers when it differs from rope_theta/rope_scaling (Gemma3's local base)
+    sliding_rope_theta: float | None = None
+    sliding_rope_scaling: tuple[tuple[str, Any], ...] | None = None
+    query_pre_attn_scalar: float = 0.0  # Gemma3: scores scaled by its ** -0.5 (0.0: head_dim ** -0.5)
+    final_logit_softcap: float = 0.0  # 0.0: none
+
+    @property
+    def is_gemma3(self) -> bool:
+        return self.architecture == GEMMA3
+
+    def window(self, layer: int) -> int:
+        """Layer ``layer``'s attention window (0: full causal)."""
+        return self.layer_windows[layer] if self.layer_windows else 0
+
+    def layer_rope(self, layer: int) -> tuple[float, dict[str, Any] | None]:
+        """(theta, scaling) of layer ``layer``'s RoPE."""
+        if self.window(layer) and self.sliding_rope_theta is not None:
+            return self.sliding_rope_theta, None if self.sliding_rope_scaling is None else dict(self.sliding_rope_scaling)
+        return self.rope_theta, self.rope_scaling_dict
 
     def shape(self, *, page_size: int, dtype: str, check_finite: bool = True) -> ModelShape:
         """The static shape kernel configurations are chosen from (``check_finite``: the kernels
@@ -66,7 +93,12 @@ class ModelSpec:
                           has_o_proj_bias=self.has_o_proj_bias, has_qk_norm=self.has_qk_norm,
                           tie_word_embeddings=self.tie_word_embeddings, rope_theta=self.rope_theta,
                           rms_norm_eps=self.rms_norm_eps, max_position_embeddings=self.max_position_embeddings,
-                          check_finite=check_finite)
+                          check_finite=check_finite,
+                          attention_windows=tuple(sorted({self.window(i) for i in range(self.num_layers)})),
+                          norm_offset=self.is_gemma3, embed_scale=self.is_gemma3,
+                          activation="gelu_tanh" if self.is_gemma3 else "silu",
+                          query_pre_attn_scalar=self.query_pre_attn_scalar, post_norms=self.is_gemma3,
+                          final_logit_softcap=self.final_logit_softcap)
 
     def serving_dtype(self, requested: str | None) -> str:
         """The activation dtype: ``requested``, else the checkpoint's when the kernels support it."""
@@ -121,6 +153,11 @@ def _rope_fields(config: dict[str, Any], path: Path) -> tuple[dict[str, Any] | N
 
 def _rope_scaling(config: dict[str, Any], path: Path) -> tuple[tuple[str, Any], ...] | None:
     scaling, name = _rope_fields(config, path)
+    return _scaling_items(scaling, name, path)
+
+
+def _scaling_items(scaling: dict[str, Any] | None, name: str, path: Path) -> tuple[tuple[str, Any], ...] | None:
+    """The sorted items of a "linear" or "llama3" RoPE scaling object ``name`` (None: no scaling)."""
     if scaling is None:
         return None
     kind = scaling.get("rope_type", scaling.get("type", "default"))
@@ -129,6 +166,8 @@ def _rope_scaling(config: dict[str, Any], path: Path) -> tuple[tuple[str, Any], 
                                f"(supported: {', '.join(_ROPE_SCALING_TYPES)})")
     if kind == "default":
         return None
+    if kind == "linear":  # positions divided by factor: inv_freq / factor
+        return (("factor", _field(scaling, "factor", float, path)), ("rope_type", "linear"))
     values = {}
     for key in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"):
         values[key] = _field(scaling, key, float, path)
@@ -150,34 +189,31 @@ def _attention_biases(config: dict[str, Any], architecture: str, path: Path) -> 
     return bias, bias
 
 
-def _refuse_sliding_windows(config: dict[str, Any], architecture: str, max_positions: int, path: Path) -> None:
-    """Sliding-window attention is not implemented: refuse every config whose window a prompt could reach."""
+def _layer_windows(config: dict[str, Any], architecture: str, num_layers: int, max_positions: int,
+                   path: Path) -> tuple[int, ...]:
+    """Per-layer attention windows of a Llama, Qwen or Mistral config (0: full causal)."""
     layer_types = config.get("layer_types")
     if layer_types is not None:
         other = sorted({t for t in layer_types if t != "full_attention"}) if isinstance(layer_types, list) else \
             [layer_types]
         if other:
-            raise ModelConfigError(f"{path}: layer_types has {', '.join(map(repr, other))}; only 'full_attention' "
-                                   "layers are supported (sliding-window attention is not implemented)")
+            raise ModelConfigError(f"{path}: layer_types has {', '.join(map(repr, other))}; {architecture} "
+                                   "layers must all be 'full_attention' (per-layer windows are read for Gemma3 only)")
     if architecture in ("Qwen2ForCausalLM", "Qwen3ForCausalLM"):
         if config.get("use_sliding_window"):  # sliding_window is ignored unless this is set
-            raise ModelConfigError(f"{path}: use_sliding_window=true is not supported "
-                                   "(sliding-window attention is not implemented)")
-        return
+            raise ModelConfigError(f"{path}: use_sliding_window=true is not supported for {architecture} "
+                                   "(its max_window_layers split of windowed and full layers is not implemented)")
+        return ()
     if architecture != "MistralForCausalLM":
-        return
+        return ()
     # transformers' MistralConfig defaults an absent sliding_window to 4096; null means full attention
     window = config["sliding_window"] if "sliding_window" in config else _MISTRAL_DEFAULT_SLIDING_WINDOW
     if window is None:
-        return
+        return ()
     if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
         raise ModelConfigError(f"{path}: field 'sliding_window' must be a positive integer or null, got {window!r}")
-    if window < max_positions:  # a window at least as long as any position is full causal attention
-        where = "sliding_window" if "sliding_window" in config else \
-            f"sliding_window (absent: transformers' default {_MISTRAL_DEFAULT_SLIDING_WINDOW})"
-        raise ModelConfigError(f"{path}: {where} {window} is below max_position_embeddings {max_positions}; "
-                               "sliding-window attention is not implemented (set sliding_window to null "
-                               "for full attention, as Mistral-7B v0.2 and v0.3 do)")
+    # a window at least as long as any position is full causal attention
+    return (window,) * num_layers if window < max_positions else ()
 
 
 def read_model_spec(model_dir: Path) -> ModelSpec:
@@ -200,14 +236,17 @@ def read_model_spec(model_dir: Path) -> ModelSpec:
     if non_finite is not None:
         raise ModelConfigError(f"{path}: field {non_finite[0]!r} is {non_finite[1]!r}, which is not a JSON number; "
                                f"write a finite value (or remove the field to take its default)")
+    config_digest = digest_of(config)  # of the file as written, before any default is applied
     architectures = config.get("architectures") or []
     if len(architectures) != 1 or architectures[0] not in SUPPORTED_ARCHITECTURES:
         raise ModelConfigError(f"{path}: architecture {architectures!r} is not supported "
                                f"(supported: {', '.join(SUPPORTED_ARCHITECTURES)})")
     architecture = architectures[0]
-    if config.get("hidden_act", "silu") != "silu":
+    if architecture == GEMMA3:  # Gemma3 reads hidden_activation (engine/gemma_config.py) and has no MLP bias
+        config = {**GEMMA3_DEFAULTS, **config}
+    elif config.get("hidden_act", "silu") != "silu":
         raise ModelConfigError(f"{path}: hidden_act {config['hidden_act']!r} is not supported (only 'silu')")
-    if config.get("mlp_bias"):
+    elif config.get("mlp_bias"):
         raise ModelConfigError(f"{path}: mlp_bias=true is not supported")
     has_qkv_bias, has_o_proj_bias = _attention_biases(config, architecture, path)
     hidden = _field(config, "hidden_size", int, path)
@@ -215,26 +254,30 @@ def read_model_spec(model_dir: Path) -> ModelSpec:
     num_kv_heads = _field(config, "num_key_value_heads", int, path, default=num_heads)
     head_dim = _field(config, "head_dim", int, path, default=_DEFAULT_HEAD_DIM.get(architecture, hidden // num_heads))
     max_positions = _field(config, "max_position_embeddings", int, path)
-    _refuse_sliding_windows(config, architecture, max_positions, path)
+    num_layers = _field(config, "num_hidden_layers", int, path)
+    if architecture == GEMMA3:
+        extra = gemma3_fields(config, num_layers, scaling_of=lambda scaling, name: _scaling_items(scaling, name, path),
+                              fail=lambda message: ModelConfigError(f"{path}: {message}"))
+    else:
+        extra = {"layer_windows": _layer_windows(config, architecture, num_layers, max_positions, path)}
     rope_parameters = config.get("rope_parameters") if isinstance(config.get("rope_parameters"), dict) else {}
     dtype = config.get("torch_dtype", config.get("dtype", "float32"))  # transformers 5 writes "dtype"
     eos = config.get("eos_token_id")
     eos_ids = () if eos is None else tuple(eos) if isinstance(eos, list) else (eos,)
     if any(not isinstance(t, int) or t < 0 for t in eos_ids):
         raise ModelConfigError(f"{path}: eos_token_id must be a non-negative integer or a list of them, got {eos!r}")
+    base = {"rope_theta": _field({**config, **rope_parameters}, "rope_theta", float, path, default=10000.0),
+            "rope_scaling": _rope_scaling(config, path)} if architecture != GEMMA3 else {}
     spec = ModelSpec(
-        architecture=architecture, hidden_size=hidden,
-        num_layers=_field(config, "num_hidden_layers", int, path), num_heads=num_heads,
+        architecture=architecture, hidden_size=hidden, num_layers=num_layers, num_heads=num_heads,
         num_kv_heads=num_kv_heads, head_dim=head_dim,
         intermediate_size=_field(config, "intermediate_size", int, path),
         vocab_size=_field(config, "vocab_size", int, path),
         rms_norm_eps=_field(config, "rms_norm_eps", float, path, default=1e-6),
-        rope_theta=_field({**config, **rope_parameters}, "rope_theta", float, path, default=10000.0),
-        rope_scaling=_rope_scaling(config, path),
         max_position_embeddings=max_positions, has_qkv_bias=has_qkv_bias, has_o_proj_bias=has_o_proj_bias,
-        has_qk_norm=architecture == "Qwen3ForCausalLM",
+        has_qk_norm=architecture in ("Qwen3ForCausalLM", GEMMA3),
         tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
-        checkpoint_dtype=str(dtype), eos_token_ids=eos_ids, config_digest=digest_of(config))
+        checkpoint_dtype=str(dtype), eos_token_ids=eos_ids, config_digest=config_digest, **base, **extra)
     if num_heads % num_kv_heads:
         raise ModelConfigError(f"{path}: num_attention_heads {num_heads} is not a multiple of "
                                f"num_key_value_heads {num_kv_heads}")

@@ -28,9 +28,10 @@ from engine.decode_padding import is_decode_step, num_scratch_pages
 from engine.mixed_graphs import PaddedMixed
 from engine.mixed_padding import num_mixed_scratch_pages
 from engine.host_logits import HostFetch, HostLogits
+from engine.gemma_model import Gemma3Model
 from engine.model import ForwardBatch, KVCache, LlamaModel
 from engine.model_config import ModelSpec
-from engine.rope import cos_sin_table
+from engine.rope import layer_tables
 from engine.sampler import greedy_tokens
 from engine.staging import StepBuffers
 from engine.weight_cache import load_shared
@@ -114,8 +115,9 @@ class ModelRunner:
         self.device = torch.device(config.device)
         self.dtype = TORCH_DTYPES[dtype]
         weights, self.weights_digest = load_shared(model_dir, spec, dtype=self.dtype, device=self.device)
-        cos_sin = cos_sin_table(spec.head_dim, spec.rope_theta, spec.rope_scaling_dict, config.max_model_len)
-        self.model = LlamaModel(spec, weights, cos_sin.to(self.device))
+        tables = layer_tables(spec, config.max_model_len, self.device)  # per layer, shared where equal
+        self.model: LlamaModel | Gemma3Model = Gemma3Model(spec, weights, tables) if spec.is_gemma3 else \
+            LlamaModel(spec, weights, tables[0])
         # Pages past the pool, named by no page table: where padding rows of padded steps write.
         self.num_decode_scratch_pages = num_scratch_pages(max(config.graph_batch_sizes, default=0), config.page_size)
         self.num_scratch_pages = self.num_decode_scratch_pages + \

@@ -1,10 +1,11 @@
 """An independent float64 reference of the Llama/Qwen2/Qwen3/Mistral forward pass, for fidelity evidence.
 
 Plain torch on the CPU, no kernels/, no paging, no engine code: it reads config.json and the
-safetensors itself and recomputes every position from scratch with full causal attention, as
+safetensors itself and recomputes every position from scratch with causal attention, as
 transformers' classes do: biases wherever the checkpoint stores them, Qwen3's per-head q/k
-RMSNorm before RoPE. It is the semantic yardstick (closeness within a tolerance), never a
-determinism witness. Configs whose attention is not full causal (sliding windows) are refused.
+RMSNorm before RoPE, Mistral's sliding window when configured below max_position_embeddings.
+A Gemma3 checkpoint gets engine/gemma_reference.py's forward. It is the semantic yardstick
+(closeness within a tolerance), never a determinism witness. Qwen's use_sliding_window is refused.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Sequence
 
 import torch
 from safetensors.torch import load_file
+
+from engine.gemma_reference import Gemma3Reference
 
 __all__ = ["ReferenceModel"]
 
@@ -34,19 +37,19 @@ class ReferenceModel:
             self.w.update({k: v.to(torch.float64) for k, v in load_file(str(f)).items()})
         c = self.config
         self.architecture = c["architectures"][0]
-        # transformers: Mistral's absent sliding_window is 4096; Qwen's counts only with use_sliding_window
-        window = c.get("sliding_window", 4096) if self.architecture == "MistralForCausalLM" else \
-            c.get("sliding_window") if c.get("use_sliding_window") else None
-        if window is not None and window < c["max_position_embeddings"]:
-            raise ValueError(f"reference: sliding_window {window} (full causal attention only)")
+        self.gemma3 = Gemma3Reference(c, self.w) if self.architecture == "Gemma3ForCausalLM" else None
+        if c.get("use_sliding_window"):
+            raise ValueError("reference: use_sliding_window (Qwen's windowed layers) is not implemented")
+        # transformers: Mistral's absent sliding_window is 4096 (null: full attention)
+        self.window = c.get("sliding_window", 4096) if self.architecture == "MistralForCausalLM" else None
         rope = c.get("rope_parameters") or {}  # transformers 5 keeps rope_theta and the scaling here
         self.num_heads = c["num_attention_heads"]
         self.num_kv_heads = c.get("num_key_value_heads", self.num_heads)
         default_head_dim = 128 if self.architecture == "Qwen3ForCausalLM" else c["hidden_size"] // self.num_heads
         self.head_dim = c.get("head_dim") or default_head_dim
         self.eps = c.get("rms_norm_eps", 1e-6)
-        self.inv_freq = self._inv_freq(rope.get("rope_theta", c.get("rope_theta", 10000.0)),
-                                       rope or c.get("rope_scaling"))
+        self.inv_freq = None if self.gemma3 else self._inv_freq(rope.get("rope_theta", c.get("rope_theta", 10000.0)),
+                                                                rope or c.get("rope_scaling"))
         if c.get("tie_word_embeddings", False):
             self.w["lm_head.weight"] = self.w["model.embed_tokens.weight"]
 
@@ -56,6 +59,8 @@ class ReferenceModel:
         kind = None if scaling is None else scaling.get("rope_type", scaling.get("type"))
         if kind in (None, "default"):
             return inv_freq
+        if kind == "linear":
+            return inv_freq / scaling["factor"]
         assert kind == "llama3", f"reference does not implement rope_scaling {kind!r}"
         factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
         old = scaling["original_max_position_embeddings"]
@@ -86,10 +91,14 @@ class ReferenceModel:
     @torch.no_grad()
     def logits(self, token_ids: Sequence[int]) -> torch.Tensor:
         """``[T, V]`` float64 logits of every position of ``token_ids``."""
+        if self.gemma3 is not None:
+            return self.gemma3.logits(token_ids)
         ids = torch.tensor(list(token_ids), dtype=torch.long)
         n, hq, hkv, d = len(ids), self.num_heads, self.num_kv_heads, self.head_dim
         positions = torch.arange(n)
         mask = torch.full((n, n), float("-inf"), dtype=torch.float64).triu(1)
+        if self.window is not None:  # key j is seen by query i iff i - window < j <= i
+            mask = mask.masked_fill(positions[:, None] - positions[None, :] >= self.window, float("-inf"))
         h = self.w["model.embed_tokens.weight"][ids]
         for layer in range(self.config["num_hidden_layers"]):
             p = f"model.layers.{layer}."

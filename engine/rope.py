@@ -1,4 +1,4 @@
-"""RoPE inverse frequencies (with Llama-3 scaling) and the cos/sin table the rope kernel reads.
+"""RoPE inverse frequencies (with Llama-3 or linear scaling) and the cos/sin tables the rope kernel reads.
 
 The table is computed once, on the CPU in float64, and rounded once to float32; its values are
 a function of (head_dim, theta, scaling, position) only, so every engine of one D holds the same
@@ -12,14 +12,16 @@ from typing import Any
 
 import torch
 
-__all__ = ["inverse_frequencies", "cos_sin_table"]
+__all__ = ["inverse_frequencies", "cos_sin_table", "layer_tables"]
 
 
 def inverse_frequencies(head_dim: int, theta: float, scaling: dict[str, Any] | None) -> list[float]:
-    """``inv_freq`` (head_dim/2 floats), with Hugging Face's "llama3" scaling when given."""
+    """``inv_freq`` (head_dim/2 floats), with Hugging Face's "llama3" or "linear" scaling when given."""
     inv_freq = [1.0 / theta ** (i / head_dim) for i in range(0, head_dim, 2)]
     if scaling is None:
         return inv_freq
+    if scaling.get("rope_type") == "linear":  # transformers: every position divided by factor
+        return [f / scaling["factor"] for f in inv_freq]
     factor = scaling["factor"]
     low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
     old_context = scaling["original_max_position_embeddings"]
@@ -48,3 +50,17 @@ def cos_sin_table(head_dim: int, theta: float, scaling: dict[str, Any] | None, n
         angles = [pos * f for f in inv_freq]
         rows.append([math.cos(a) for a in angles] + [math.sin(a) for a in angles])
     return torch.tensor(rows, dtype=torch.float64).to(torch.float32).contiguous()
+
+
+def layer_tables(spec: Any, num_positions: int, device: torch.device | str) -> tuple[torch.Tensor, ...]:
+    """Per layer of ``spec`` (an engine ModelSpec), its cos/sin table on ``device``; layers with one
+    RoPE share one tensor (Gemma3's sliding and full layers rotate with different bases)."""
+    tables: dict[tuple, torch.Tensor] = {}
+    out = []
+    for layer in range(spec.num_layers):
+        theta, scaling = spec.layer_rope(layer)
+        key = (theta, None if scaling is None else tuple(sorted(scaling.items())))
+        if key not in tables:
+            tables[key] = cos_sin_table(spec.head_dim, theta, scaling, num_positions).to(device)
+        out.append(tables[key])
+    return tuple(out)

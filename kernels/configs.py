@@ -34,6 +34,9 @@ __all__ = [
     "linear_configs",
     "rope_config",
     "silu_mul_config",
+    "gelu_tanh_mul_config",
+    "logit_softcap_config",
+    "embedding_scale",
     "store_kv_config",
     "attention_keys",
     "paged_attention_config",
@@ -42,7 +45,7 @@ __all__ = [
 
 DTYPES = ("float32", "bfloat16")
 KERNELS = ("embedding", "rms_norm", "matmul", "matmul_split", "matmul_combine", "matmul_combine_norm", "rope",
-           "silu_mul", "store_kv", "paged_attention", "attention_combine")
+           "silu_mul", "gelu_tanh_mul", "logit_softcap", "store_kv", "paged_attention", "attention_combine")
 _KEY_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")  # no ':' or spaces: safe as a DOT id
 
 # bf16 matmul: the widest column tile (of 128, 64, 32) that still gives this many column tiles,
@@ -169,29 +172,50 @@ def _row_warps(block: int, max_warps: int) -> int:
     return max(1, min(max_warps, block // 256))
 
 
+def embedding_scale(*, hidden_size: int, dtype: str) -> float:
+    """Gemma3's embedding multiplier: sqrt(hidden_size) rounded to ``dtype``, as
+    Gemma3TextScaledWordEmbedding casts it to the table's dtype (sqrt(1152) is 34.0 in bfloat16)."""
+    value = _as_float32(hidden_size ** 0.5)
+    if dtype == "bfloat16":  # round to nearest even on the 16 dropped bits of the float32 pattern
+        bits = struct.unpack("I", struct.pack("f", value))[0]
+        bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+        value = struct.unpack("f", struct.pack("I", bits))[0]
+    return value
+
+
 @lru_cache(maxsize=None)
-def embedding_config(*, vocab_size: int, hidden_size: int, dtype: str) -> LaunchConfig:
-    """Embedding gather: one program per token, the whole row in one block."""
+def embedding_config(*, vocab_size: int, hidden_size: int, dtype: str, scaled: bool = False) -> LaunchConfig:
+    """Embedding gather: one program per token, the whole row in one block. ``scaled`` (Gemma3)
+    multiplies each row by :func:`embedding_scale` with one rounding (SCALE; the key ends in ``_scaled``)."""
     _check_positive(vocab_size=vocab_size, hidden_size=hidden_size)
     _check_dtype(dtype)
     block = _next_pow2(hidden_size)
-    return _make("embedding", f"v{vocab_size}_h{hidden_size}", {"H": hidden_size, "BLOCK_H": block},
+    constexprs: dict[str, Any] = {"H": hidden_size, "BLOCK_H": block}
+    if scaled:  # only then: the unscaled entries keep their constexprs and digests
+        constexprs.update(SCALE=embedding_scale(hidden_size=hidden_size, dtype=dtype), DTYPE=dtype)
+    return _make("embedding", f"v{vocab_size}_h{hidden_size}" + ("_scaled" if scaled else ""), constexprs,
                  _row_warps(block, 8), 1, {"vocab_size": vocab_size, "hidden_size": hidden_size, "dtype": dtype})
 
 
 @lru_cache(maxsize=None)
-def rms_norm_config(*, hidden_size: int, eps: float, has_residual: bool, dtype: str) -> LaunchConfig:
-    """RMSNorm (optionally fused residual add): one program per token, one block per row."""
+def rms_norm_config(*, hidden_size: int, eps: float, has_residual: bool, dtype: str,
+                    offset: bool = False) -> LaunchConfig:
+    """RMSNorm (optionally fused residual add): one program per token, one block per row.
+
+    ``offset`` (Gemma3RMSNorm): weigh by ``1 + w`` in fp32 with one rounding at the end (OFFSET;
+    the key ends in ``_offset``).
+    """
     _check_positive(hidden_size=hidden_size)
     _check_dtype(dtype)
     if not eps > 0:
         raise ValueError(f"eps must be positive, got {eps!r}")
     block = _next_pow2(hidden_size)
-    suffix = f"h{hidden_size}" + ("_residual" if has_residual else "")
-    return _make("rms_norm", suffix,
-                 {"H": hidden_size, "BLOCK_H": block, "EPS": _as_float32(eps),
-                  "HAS_RESIDUAL": bool(has_residual), "DTYPE": dtype},
-                 _row_warps(block, 16), 1, {"hidden_size": hidden_size, "dtype": dtype})
+    suffix = f"h{hidden_size}" + ("_residual" if has_residual else "") + ("_offset" if offset else "")
+    constexprs: dict[str, Any] = {"H": hidden_size, "BLOCK_H": block, "EPS": _as_float32(eps),
+                                  "HAS_RESIDUAL": bool(has_residual), "DTYPE": dtype}
+    if offset:  # only then: the Llama-style entries keep their constexprs and digests
+        constexprs["OFFSET"] = True
+    return _make("rms_norm", suffix, constexprs, _row_warps(block, 16), 1, {"hidden_size": hidden_size, "dtype": dtype})
 
 
 def _matmul_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int]:
@@ -378,6 +402,28 @@ def silu_mul_config(*, intermediate_size: int, dtype: str) -> LaunchConfig:
     block = min(_next_pow2(intermediate_size), 1024)
     return _make("silu_mul", f"i{intermediate_size}", {"I": intermediate_size, "BLOCK_I": block, "DTYPE": dtype},
                  4, 1, {"intermediate_size": intermediate_size, "dtype": dtype})
+
+
+@lru_cache(maxsize=None)
+def gelu_tanh_mul_config(*, intermediate_size: int, dtype: str) -> LaunchConfig:
+    """GeGLU ``gelu_tanh(gate) * up``: one program per (token, column block), as :func:`silu_mul_config`."""
+    _check_positive(intermediate_size=intermediate_size)
+    _check_dtype(dtype)
+    block = min(_next_pow2(intermediate_size), 1024)
+    return _make("gelu_tanh_mul", f"i{intermediate_size}", {"I": intermediate_size, "BLOCK_I": block, "DTYPE": dtype},
+                 4, 1, {"intermediate_size": intermediate_size, "dtype": dtype})
+
+
+@lru_cache(maxsize=None)
+def logit_softcap_config(*, vocab_size: int, cap: float) -> LaunchConfig:
+    """Final-logit softcapping ``cap * tanh(logits / cap)`` of float32 logit rows: one program per
+    (row, column block)."""
+    _check_positive(vocab_size=vocab_size)
+    if not cap > 0:
+        raise ValueError(f"cap must be positive, got {cap!r}")
+    block = min(_next_pow2(vocab_size), 1024)
+    return _make("logit_softcap", f"v{vocab_size}", {"V": vocab_size, "BLOCK_V": block, "CAP": _as_float32(cap)},
+                 4, 1, {"vocab_size": vocab_size})
 
 
 @lru_cache(maxsize=None)

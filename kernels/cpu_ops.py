@@ -14,6 +14,7 @@ import torch
 from kernels.cpu_math import exp, rsqrt, tree_sum
 from kernels.embedding import check_embedding
 from kernels.finiteness import any_nonfinite
+from kernels.gelu_mul import GELU_CUBIC, SQRT_2_OVER_PI, check_gelu_tanh_mul
 from kernels.matmul import check_matmul
 from kernels.matmul_combine import check_matmul_combine
 from kernels.matmul_combine_norm import check_matmul_combine_norm
@@ -22,10 +23,11 @@ from kernels.plan import PlanEntry
 from kernels.rmsnorm import check_rms_norm
 from kernels.rope import check_rope
 from kernels.silu_mul import check_silu_mul
+from kernels.softcap import check_logit_softcap
 from kernels.store_kv import check_store_kv
 
 __all__ = ["embedding", "rms_norm", "matmul", "matmul_split", "matmul_combine", "matmul_combine_norm", "rope",
-           "silu_mul", "store_kv"]
+           "silu_mul", "gelu_tanh_mul", "logit_softcap", "store_kv"]
 
 # Bound on the [rows, N, BLOCK_K] product tensor of one matmul step; rows are independent,
 # so splitting them into groups changes no row's arithmetic.
@@ -33,9 +35,11 @@ _MAX_PRODUCT_ELEMENTS = 1 << 21
 
 
 def embedding(token_ids: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, entry: PlanEntry) -> None:
-    """``out[t] = weight[token_ids[t]]`` (a gather: exact)."""
+    """``out[t] = weight[token_ids[t]]`` (a gather: exact), times SCALE with one rounding when set."""
     check_embedding(token_ids, weight, out, entry)
-    out.copy_(weight.index_select(0, token_ids))
+    rows = weight.index_select(0, token_ids)
+    scale = entry.constexpr_dict().get("SCALE", 0.0)
+    out.copy_(rows if scale == 0.0 else (rows.float() * scale).to(out.dtype))
 
 
 def rms_norm(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, out: torch.Tensor,
@@ -47,12 +51,16 @@ def rms_norm(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tenso
 
 def _norm_rows(summed: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, residual_out: torch.Tensor,
                entry: PlanEntry) -> None:
-    """``residual_out = round(summed)``, ``out = round(weight * round(residual_out * rsqrt(mean sq + eps)))``."""
+    """``residual_out = round(summed)``, ``out = round(weight * round(residual_out * rsqrt(mean sq + eps)))``
+    (with OFFSET: ``out = round(residual_out * rsqrt(...) * (1 + weight))``)."""
     c = entry.constexpr_dict()
     rounded = summed.to(out.dtype)
     residual_out.copy_(rounded)
     r = rounded.float()  # r: [T, H]
     inv = rsqrt(tree_sum(r * r) / c["H"] + c["EPS"])  # inv: [T]
+    if c.get("OFFSET", False):
+        out.copy_(((r * inv[:, None]) * (1.0 + weight.float())).to(out.dtype))
+        return
     normed = (r * inv[:, None]).to(out.dtype).float()
     out.copy_((normed * weight.float()).to(out.dtype))
 
@@ -146,6 +154,24 @@ def silu_mul(gate_up: torch.Tensor, out: torch.Tensor, entry: PlanEntry) -> None
     gate, up = gate_up[:, :width].float(), gate_up[:, width:].float()
     act = (gate / (1.0 + exp(-gate))).to(out.dtype).float()
     out.copy_((act * up).to(out.dtype))
+
+
+def gelu_tanh_mul(gate_up: torch.Tensor, out: torch.Tensor, entry: PlanEntry) -> None:
+    """``round(round(gate / (1 + exp(-2 u))) * up)``, ``u = sqrt(2/pi) (gate + 0.044715 gate^3)``, like the kernel."""
+    check_gelu_tanh_mul(gate_up, out, entry)
+    width = entry.constexpr_dict()["I"]
+    gate, up = gate_up[:, :width].float(), gate_up[:, width:].float()
+    inner = SQRT_2_OVER_PI * (gate + GELU_CUBIC * (gate * gate * gate))
+    act = (gate / (1.0 + exp(-2.0 * inner))).to(out.dtype).float()
+    out.copy_((act * up).to(out.dtype))
+
+
+def logit_softcap(logits: torch.Tensor, out: torch.Tensor, entry: PlanEntry) -> None:
+    """``CAP * (2 / (1 + exp(-2 logits / CAP)) - 1)`` in float32, like the kernel."""
+    check_logit_softcap(logits, out, entry)
+    cap = entry.constexpr_dict()["CAP"]
+    y = logits / cap
+    out.copy_((2.0 / (1.0 + exp(-2.0 * y)) - 1.0) * cap)
 
 
 def store_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,

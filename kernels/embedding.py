@@ -1,4 +1,10 @@
-"""Embedding gather: program t copies row ``token_ids[t]`` of the table to output row t."""
+"""Embedding gather: program t copies row ``token_ids[t]`` of the table to output row t.
+
+With SCALED (Gemma3) the row is multiplied by SCALE, sqrt(hidden_size) already rounded to the
+table's dtype (kernels/configs.py ``embedding_scale``), in fp32 with one rounding to DTYPE: in
+bf16 the product of two bf16 values is exact in fp32, so this is Gemma3TextScaledWordEmbedding's
+bf16 multiply.
+"""
 
 from __future__ import annotations
 
@@ -13,13 +19,16 @@ __all__ = ["embedding_kernel", "check_embedding", "launch_embedding"]
 
 
 @triton.jit
-def embedding_kernel(ids_ptr, w_ptr, out_ptr, stride_w, stride_out, H: tl.constexpr, BLOCK_H: tl.constexpr):
+def embedding_kernel(ids_ptr, w_ptr, out_ptr, stride_w, stride_out, H: tl.constexpr, BLOCK_H: tl.constexpr,
+                     SCALE: tl.constexpr = 0.0, DTYPE: tl.constexpr = None):
     # ids: [T] int64; w: [V, H] row stride stride_w; out: [T, H] row stride stride_out
     row = tl.program_id(0)
     token = tl.load(ids_ptr + row)
     offs = tl.arange(0, BLOCK_H)
     mask = offs < H
     values = tl.load(w_ptr + token * stride_w + offs, mask=mask, other=0.0)
+    if SCALE != 0.0:
+        values = (values.to(tl.float32) * SCALE).to(DTYPE)
     tl.store(out_ptr + row * stride_out + offs, values, mask=mask)
 
 

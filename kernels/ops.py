@@ -17,6 +17,7 @@ from kernels import configs, cpu_attention, cpu_ops, metadata
 from kernels.attention import launch_attention_partial, split_scratch
 from kernels.attention_combine import launch_attention_combine
 from kernels.embedding import launch_embedding
+from kernels.gelu_mul import launch_gelu_tanh_mul
 from kernels.launch import active_plan, metadata_checks_enabled, require
 from kernels.matmul import launch_matmul
 from kernels.matmul_combine import launch_matmul_combine
@@ -25,11 +26,12 @@ from kernels.matmul_split import launch_matmul_split, split_partials
 from kernels.rmsnorm import launch_rms_norm
 from kernels.rope import launch_rope
 from kernels.silu_mul import launch_silu_mul
+from kernels.softcap import launch_logit_softcap
 from kernels.store_kv import launch_store_kv
 from kernels.tensors import dtype_name
 
 __all__ = ["Partials", "embedding", "rms_norm", "linear", "linear_unfolded", "select_rows", "rope", "silu_mul",
-           "store_kv", "paged_attention", "logits", "token_requests"]
+           "gelu_tanh_mul", "logit_softcap", "store_kv", "paged_attention", "logits", "token_requests"]
 
 token_requests = metadata.token_requests
 
@@ -43,10 +45,11 @@ def _on_cuda(*tensors: torch.Tensor) -> bool:
     raise ValueError(f"tensors must all be on CUDA or all on CPU, got devices {sorted(kinds)}")
 
 
-def embedding(token_ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """Rows of ``weight`` [V, H] for ``token_ids`` [T] int64 -> [T, H]."""
+def embedding(token_ids: torch.Tensor, weight: torch.Tensor, *, scaled: bool = False) -> torch.Tensor:
+    """Rows of ``weight`` [V, H] for ``token_ids`` [T] int64 -> [T, H]; ``scaled`` (Gemma3): times
+    sqrt(H) rounded to the dtype (kernels/configs.py ``embedding_scale``)."""
     entry = require(configs.embedding_config(vocab_size=weight.shape[0], hidden_size=weight.shape[-1],
-                                             dtype=dtype_name(weight.dtype)))
+                                             dtype=dtype_name(weight.dtype), scaled=scaled))
     if metadata_checks_enabled():
         metadata.check_token_ids(token_ids, weight.shape[0])
     out = torch.empty(token_ids.shape[0], weight.shape[-1], dtype=weight.dtype, device=weight.device)
@@ -69,19 +72,22 @@ class Partials:
 
 
 def rms_norm(x: torch.Tensor | Partials, weight: torch.Tensor, eps: float,
-             residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(out, residual_out)`` with ``residual_out = x (+ residual)``, ``out = rmsnorm(residual_out) * weight``.
+             residual: torch.Tensor | None = None, *, offset: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(out, residual_out)`` with ``residual_out = x (+ residual)``, ``out = rmsnorm(residual_out) * weight``
+    (``offset``, Gemma3: ``* (1 + weight)`` with one rounding).
 
     ``x`` may be the :class:`Partials` of a residual branch (``residual`` then required): its fold
     runs in the same launch as the residual add and the norm, with the separate fold's bits.
     """
     # x, residual, out, residual_out: [T, H]; weight: [H]
     if isinstance(x, Partials):
+        if offset:
+            raise ValueError("split-K partials are folded by Llama-style norms only; fold them with linear()")
         if residual is None:
             raise ValueError("rms_norm of split-K partials needs the residual they are added to")
         return _fold_norm(x, weight, eps, residual)
     entry = require(configs.rms_norm_config(hidden_size=x.shape[-1], eps=eps, has_residual=residual is not None,
-                                            dtype=dtype_name(x.dtype)))
+                                            dtype=dtype_name(x.dtype), offset=offset))
     out, residual_out = torch.empty_like(x, memory_format=torch.contiguous_format), \
         torch.empty_like(x, memory_format=torch.contiguous_format)
     tensors = (x, weight) if residual is None else (x, weight, residual)
@@ -199,6 +205,23 @@ def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
         launch_silu_mul(gate_up, out, entry)
     else:
         cpu_ops.silu_mul(gate_up, out, entry)
+    return out
+
+
+def gelu_tanh_mul(gate_up: torch.Tensor) -> torch.Tensor:
+    """GeGLU ``gelu_tanh(gate_up[:, :I]) * gate_up[:, I:]`` for ``gate_up`` [T, 2*I] -> [T, I]."""
+    width = gate_up.shape[-1] // 2
+    entry = require(configs.gelu_tanh_mul_config(intermediate_size=width, dtype=dtype_name(gate_up.dtype)))
+    out = torch.empty(gate_up.shape[0], width, dtype=gate_up.dtype, device=gate_up.device)
+    (launch_gelu_tanh_mul if _on_cuda(gate_up) else cpu_ops.gelu_tanh_mul)(gate_up, out, entry)
+    return out
+
+
+def logit_softcap(logits: torch.Tensor, cap: float) -> torch.Tensor:
+    """``cap * tanh(logits / cap)`` of float32 ``logits`` [S, V] -> new [S, V] float32."""
+    entry = require(configs.logit_softcap_config(vocab_size=logits.shape[-1], cap=cap))
+    out = torch.empty(logits.shape, dtype=torch.float32, device=logits.device)
+    (launch_logit_softcap if _on_cuda(logits) else cpu_ops.logit_softcap)(logits, out, entry)
     return out
 
 

@@ -19,8 +19,9 @@ from typing import Any, Mapping
 
 from evidence_db.canonical import digest_of, file_digest
 from kernels.configs import (LaunchConfig, attention_combine_config, decode_matmul_config, embedding_config,
-                             linear_configs, matmul_combine_norm_config, matmul_splits, paged_attention_config, rms_norm_config,
-                             rope_config, silu_mul_config, store_kv_config)
+                             gelu_tanh_mul_config, linear_configs, logit_softcap_config, matmul_combine_norm_config,
+                             matmul_splits, paged_attention_config, rms_norm_config, rope_config, silu_mul_config,
+                             store_kv_config)
 from kernels.shapes import PRESETS, ModelShape, preset
 
 __all__ = ["PlanEntry", "SealedPlan", "plan_for", "preset_plan", "KERNEL_SOURCES", "CPU_SOURCES", "REPO_ROOT"]
@@ -38,6 +39,8 @@ KERNEL_SOURCES: dict[str, tuple[str, str, str]] = {
                             "kernels.cpu_ops.matmul_combine_norm"),
     "rope": ("kernels.rope", "rope_kernel", "kernels.cpu_ops.rope"),
     "silu_mul": ("kernels.silu_mul", "silu_mul_kernel", "kernels.cpu_ops.silu_mul"),
+    "gelu_tanh_mul": ("kernels.gelu_mul", "gelu_tanh_mul_kernel", "kernels.cpu_ops.gelu_tanh_mul"),
+    "logit_softcap": ("kernels.softcap", "logit_softcap_kernel", "kernels.cpu_ops.logit_softcap"),
     "store_kv": ("kernels.store_kv", "store_kv_kernel", "kernels.cpu_ops.store_kv"),
     "paged_attention": ("kernels.attention", "attention_partial_kernel", "kernels.cpu_attention.attention_partial"),
     "attention_combine": ("kernels.attention_combine", "attention_combine_kernel",
@@ -192,13 +195,14 @@ def _configs_for(shape: ModelShape) -> list[tuple[LaunchConfig, str]]:
         ("gate_or_up_proj", s.intermediate_size, s.hidden_size, False),
         ("down_proj", s.hidden_size, s.intermediate_size, False),
     ]
-    configs = [(embedding_config(vocab_size=s.vocab_size, hidden_size=s.hidden_size, dtype=dt), "embed_tokens")]
+    configs = [(embedding_config(vocab_size=s.vocab_size, hidden_size=s.hidden_size, dtype=dt,
+                                 scaled=s.embed_scale), "embed_tokens")]
     for has_residual, role in ((False, "rms_norm"), (True, "rms_norm_residual")):
         configs.append((rms_norm_config(hidden_size=s.hidden_size, eps=s.rms_norm_eps,
-                                        has_residual=has_residual, dtype=dt), role))
+                                        has_residual=has_residual, dtype=dt, offset=s.norm_offset), role))
     if s.has_qk_norm:  # q and k heads normalised as [T * heads, head_dim] rows
         configs.append((rms_norm_config(hidden_size=s.head_dim, eps=s.rms_norm_eps, has_residual=False,
-                                        dtype=dt), "qk_norm"))
+                                        dtype=dt, offset=s.norm_offset), "qk_norm"))
     weights.append(("lm_head", s.vocab_size, s.hidden_size, False))
     for role, n, k, has_bias in weights:  # one launch, or a fixed split-K pair (kernels/configs.py)
         out_dtype = "float32" if role == "lm_head" else dt
@@ -209,16 +213,22 @@ def _configs_for(shape: ModelShape) -> list[tuple[LaunchConfig, str]]:
         # A split residual branch's partials are folded by the residual norm after it (kernels/ops.py);
         # a biased one (o_proj with attention_bias) by its own combine, which adds the bias.
         splits = matmul_splits(n=n, k=k, dtype=dt)
-        if role in ("o_proj", "down_proj") and splits > 1 and not has_bias:
+        # With post_norms (Gemma3) a branch is normalised alone before its add: its own combine folds it.
+        if role in ("o_proj", "down_proj") and splits > 1 and not has_bias and not s.post_norms:
             configs.append((matmul_combine_norm_config(hidden_size=s.hidden_size, splits=splits, eps=s.rms_norm_eps,
                                                        dtype=dt), f"{role}_fold"))
     configs.append((rope_config(head_dim=s.head_dim, dtype=dt), "rope"))
-    configs.append((silu_mul_config(intermediate_size=s.intermediate_size, dtype=dt), "silu_mul"))
+    if s.activation == "gelu_tanh":
+        configs.append((gelu_tanh_mul_config(intermediate_size=s.intermediate_size, dtype=dt), "gelu_tanh_mul"))
+    else:
+        configs.append((silu_mul_config(intermediate_size=s.intermediate_size, dtype=dt), "silu_mul"))
+    if s.final_logit_softcap:
+        configs.append((logit_softcap_config(vocab_size=s.vocab_size, cap=s.final_logit_softcap), "logit_softcap"))
     configs.append((store_kv_config(num_kv_heads=s.num_kv_heads, head_dim=s.head_dim,
                                     page_size=s.page_size, dtype=dt, check_finite=s.check_finite), "store_kv"))
     for window in s.attention_windows:  # one pair per distinct window (0: the full causal layers)
         attention = paged_attention_config(num_heads=s.num_heads, num_kv_heads=s.num_kv_heads, head_dim=s.head_dim,
-                                           page_size=s.page_size, scale=s.head_dim ** -0.5, dtype=dt, window=window,
+                                           page_size=s.page_size, scale=s.attention_scale, dtype=dt, window=window,
                                            softcap=s.attn_softcap)
         configs.append((attention, "attention"))
         configs.append((attention_combine_config(num_heads=s.num_heads, head_dim=s.head_dim,

@@ -2,8 +2,10 @@
 
 ``residual_out = x (+ residual)`` rounded to the activation dtype, then
 ``out = weight * round(residual_out * rsqrt(mean(residual_out^2) + eps))`` with the same two
-roundings Hugging Face Llama applies in bf16 (none in fp32). The sum of squares is one
-``tl.sum`` over a fixed BLOCK_H = next_pow2(H) block of the row, so it depends on that row only.
+roundings Hugging Face Llama applies in bf16 (none in fp32). With OFFSET (Gemma3RMSNorm) the
+weight is ``1 + w`` and only the product is rounded: ``out = round(residual_out * rsqrt(...) * (1 + w))``.
+The sum of squares is one ``tl.sum`` over a fixed BLOCK_H = next_pow2(H) block of the row, so it
+depends on that row only.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ __all__ = ["rms_norm_kernel", "check_rms_norm", "launch_rms_norm"]
 @triton.jit
 def rms_norm_kernel(x_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr, stride_x, stride_res, stride_out,
                     stride_res_out, H: tl.constexpr, BLOCK_H: tl.constexpr, EPS: tl.constexpr,
-                    HAS_RESIDUAL: tl.constexpr, DTYPE: tl.constexpr):
+                    HAS_RESIDUAL: tl.constexpr, DTYPE: tl.constexpr, OFFSET: tl.constexpr = False):
     # x, res, out, res_out: [T, H] with row strides as given; w: [H]
     row = tl.program_id(0)
     offs = tl.arange(0, BLOCK_H)
@@ -34,9 +36,12 @@ def rms_norm_kernel(x_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr, stride_x, strid
     rf = r.to(tl.float32)
     var = tl.sum(rf * rf, axis=0) / H
     inv = tl.rsqrt(var + EPS)
-    normed = (rf * inv).to(DTYPE).to(tl.float32)
     w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(out_ptr + row * stride_out + offs, (normed * w).to(DTYPE), mask=mask)
+    if OFFSET:  # Gemma3: the fp32 norm times (1 + w), one rounding
+        tl.store(out_ptr + row * stride_out + offs, ((rf * inv) * (1.0 + w)).to(DTYPE), mask=mask)
+    else:
+        normed = (rf * inv).to(DTYPE).to(tl.float32)
+        tl.store(out_ptr + row * stride_out + offs, (normed * w).to(DTYPE), mask=mask)
 
 
 def check_rms_norm(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, out: torch.Tensor,

@@ -12,7 +12,7 @@ __all__ = ["ModelShape", "PRESETS", "preset"]
 
 @dataclass(frozen=True, slots=True)
 class ModelShape:
-    """Shape of a Llama-family decoder (Llama, Qwen2, Qwen3, Mistral): all a launch configuration may use."""
+    """Shape of a Llama-family decoder (Llama, Qwen2, Qwen3, Mistral, Gemma3): all a launch configuration may use."""
 
     hidden_size: int
     num_layers: int
@@ -37,6 +37,21 @@ class ModelShape:
     # Mistral use windows): one attention entry (and combine) per window in the plan.
     attention_windows: tuple[int, ...] = (0,)
     attn_softcap: float = 0.0  # attention logit softcapping c * tanh(s / c) (Gemma2); 0: off
+    # Gemma3: RMSNorms weigh by (1 + w) with one rounding (Gemma3RMSNorm), the embedding is scaled by
+    # sqrt(hidden_size) rounded to the dtype, the MLP is GeGLU with tanh-GELU, attention scores are
+    # scaled by query_pre_attn_scalar ** -0.5 (0.0: head_dim ** -0.5), the attention and MLP outputs
+    # are normalised before their residual add (post_norms), and logits may be softcapped.
+    norm_offset: bool = False
+    embed_scale: bool = False
+    activation: str = "silu"  # "silu" (SwiGLU) or "gelu_tanh" (GeGLU)
+    query_pre_attn_scalar: float = 0.0
+    post_norms: bool = False
+    final_logit_softcap: float = 0.0
+
+    @property
+    def attention_scale(self) -> float:
+        """The attention score scale: query_pre_attn_scalar ** -0.5, else head_dim ** -0.5."""
+        return (self.query_pre_attn_scalar or self.head_dim) ** -0.5
 
     def __post_init__(self) -> None:
         for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
@@ -58,6 +73,11 @@ class ModelShape:
         if not isinstance(self.attn_softcap, (int, float)) or not 0 <= self.attn_softcap < float("inf"):
             raise ValueError(f"ModelShape.attn_softcap must be a finite non-negative number (0: off), "
                              f"got {self.attn_softcap!r}")
+        if self.activation not in ("silu", "gelu_tanh"):
+            raise ValueError(f"activation {self.activation!r} is not 'silu' or 'gelu_tanh'")
+        for name in ("query_pre_attn_scalar", "final_logit_softcap"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"ModelShape.{name} must be >= 0, got {getattr(self, name)}")
 
 
 PRESETS: dict[str, ModelShape] = {
@@ -86,6 +106,19 @@ PRESETS: dict[str, ModelShape] = {
     "mistral-7b": ModelShape(hidden_size=4096, num_layers=32, num_heads=32, num_kv_heads=8, head_dim=128,
                              intermediate_size=14336, vocab_size=32768, page_size=16, dtype="bfloat16",
                              rope_theta=1000000.0, max_position_embeddings=32768),
+    # Gemma3 for CPU tests: sliding layers (window 32, so CI prompts cross it) and full ones, head_dim
+    # 32 != hidden / heads, a query_pre_attn_scalar unlike head_dim (as Gemma3-27B's), tied embeddings.
+    "gemma3-tiny": ModelShape(hidden_size=64, num_layers=4, num_heads=4, num_kv_heads=2, head_dim=32,
+                              intermediate_size=128, vocab_size=256, page_size=16, has_qk_norm=True,
+                              tie_word_embeddings=True, rope_theta=1000000.0, rms_norm_eps=1e-6,
+                              attention_windows=(0, 32), norm_offset=True, embed_scale=True,
+                              activation="gelu_tanh", query_pre_attn_scalar=64.0, post_norms=True),
+    # Gemma3-1B shape: 5 sliding layers (window 512) to 1 full, one KV head of head_dim 256.
+    "gemma3-1b": ModelShape(hidden_size=1152, num_layers=26, num_heads=4, num_kv_heads=1, head_dim=256,
+                            intermediate_size=6912, vocab_size=262144, page_size=16, dtype="bfloat16",
+                            has_qk_norm=True, tie_word_embeddings=True, rope_theta=1000000.0, rms_norm_eps=1e-6,
+                            max_position_embeddings=32768, attention_windows=(0, 512), norm_offset=True,
+                            embed_scale=True, activation="gelu_tanh", query_pre_attn_scalar=256.0, post_norms=True),
 }
 
 

@@ -12,7 +12,8 @@ from enum import Enum
 __all__ = ["SCALES", "PRESETS", "DTYPES", "STAGES", "SUITES", "SCENARIOS", "APIS", "choice_enum"]
 
 SCALES = ("ci", "full")  # engine.compare: the two deployment scales
-PRESETS = ("tiny", "small", "llama-1b", "qwen3-tiny", "mistral-tiny", "qwen3-0.6b", "mistral-7b")  # kernels.shapes.PRESETS
+PRESETS = ("tiny", "small", "llama-1b", "qwen3-tiny", "mistral-tiny", "gemma3-tiny", "qwen3-0.6b", "mistral-7b",
+           "gemma3-1b")  # kernels.shapes.PRESETS
 DTYPES = ("float32", "bfloat16")  # the checkpoint dtypes the engine runs
 STAGES = ("verify", "runtime", "properties", "compare")  # assurance.pipeline.options.STAGES
 SUITES = ("all", "batch", "chunk", "prefill-decode", "prefix", "schedule", "negative-control",

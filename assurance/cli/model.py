@@ -21,7 +21,7 @@ def make(
     out_dir: ModelDir,
     preset: Annotated[Literal[PRESETS], typer.Option("--preset", help=(
         "Shape: tiny (Llama), small (Qwen2), llama-1b (Llama-3.2-1B), qwen3-tiny, qwen3-0.6b (Qwen3-0.6B), "
-        "mistral-tiny or mistral-7b (Mistral-7B-v0.3)."))] = "tiny",
+        "mistral-tiny, mistral-7b (Mistral-7B-v0.3), gemma3-tiny or gemma3-1b (Gemma3-1B)."))] = "tiny",
     seed: Annotated[int, typer.Option("--seed", metavar="N", min=0, help="Seed of the random weights.")] = 0,
     dtype: Annotated[Optional[Literal[DTYPES]], typer.Option("--dtype", help="Weights dtype (default: the preset's).")] = None,
     max_shard_mb: Annotated[Optional[int], typer.Option(
@@ -104,6 +104,7 @@ def info(model_dir: ModelDir, json_out: JsonOption = False) -> None:
             "has_o_proj_bias": spec.has_o_proj_bias, "has_qk_norm": spec.has_qk_norm,
             "tie_word_embeddings": spec.tie_word_embeddings, "rope_theta": spec.rope_theta,
             "rope_scaling": spec.rope_scaling_dict, "max_position_embeddings": spec.max_position_embeddings,
+            "layer_windows": list(spec.layer_windows), "sliding_rope_theta": spec.sliding_rope_theta,
             "checkpoint_dtype": spec.checkpoint_dtype, "eos_token_ids": list(spec.eos_token_ids),
             "config_digest": spec.config_digest, "weights_digest": digest,
             "tokenizer_digest": None if tok is None else tok.digest,

@@ -46,6 +46,9 @@ FINITENESS_TRUSTED = ("IEEE 754 propagation of inf and NaN by the device's float
 
 KERNELS_ON_PATH = ("embedding", "rms_norm", "matmul", "rope", "silu_mul", "store_kv", "paged_attention",
                    "attention_combine")
+# Kernels a family's plan holds in place of or beside those (Gemma3's GeGLU, its logit softcap): on
+# the path whenever the plan has an entry of them.
+FAMILY_KERNELS = ("gelu_tanh_mul", "logit_softcap")
 
 
 def plan_check(probe: ProbeResult, recomputed_digest: str, d_fields: dict[str, Any]) -> tuple[str, list[str], dict]:
@@ -60,7 +63,11 @@ def plan_check(probe: ProbeResult, recomputed_digest: str, d_fields: dict[str, A
     changed = [key for _, key, opts in probe.launches if key in probe.plan_configs and opts != probe.plan_configs[key]]
     if changed:
         problems.append(f"launch options differ from the plan for {sorted(set(changed))}")
-    missing = sorted(set(KERNELS_ON_PATH) - {k for k, _, _ in probe.launches})
+    planned = {key.split(".")[0] for key in probe.plan_keys}
+    # silu_mul is on the path unless the plan has another activation; family kernels whenever planned
+    required = set(KERNELS_ON_PATH) - ({"silu_mul"} if "gelu_tanh_mul" in planned else set()) | \
+        (set(FAMILY_KERNELS) & planned)
+    missing = sorted(required - {k for k, _, _ in probe.launches})
     if missing:
         problems.append(f"no launch of {missing} was recorded: the recording does not cover the forward path")
     if probe.outside_plan_refused is None:

@@ -80,6 +80,6 @@ def test_a_bad_choice_exits_2_listing_the_choices(args, option, choices):
 
 def test_choices_are_shown_in_help():
     out = CliRunner().invoke(app, ["model", "make", "--help"], env={"COLUMNS": "300"}).stdout
-    assert "[tiny|small|llama-1b|qwen3-tiny|mistral-tiny|qwen3-0.6b|mistral-7b]" in out
+    assert "[tiny|small|llama-1b|qwen3-tiny|mistral-tiny|gemma3-tiny|qwen3-0.6b|mistral-7b|gemma3-1b]" in out
     out = CliRunner().invoke(app, ["probe", "--help"], env={"COLUMNS": "300"}).stdout
     assert "[auto|openai|vllm|sglang|llama.cpp|tgi]" in out

@@ -1,5 +1,5 @@
 """One full ci-scale run of every suite on the real engine (CPU), for the tiny preset of each model family
-(Llama, Qwen3, Mistral): exact counts, all pass, the negative control detects the non-invariant engine,
+(Llama, Qwen3, Mistral, Gemma3): exact counts, all pass, the negative control detects the non-invariant engine,
 fidelity within tolerance, runtime checks pass."""
 
 import time
@@ -13,7 +13,7 @@ from evidence_db.validate import validate_evidence
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("preset", ["tiny", "qwen3-tiny", "mistral-tiny"])
+@pytest.mark.parametrize("preset", ["tiny", "qwen3-tiny", "mistral-tiny", "gemma3-tiny"])
 def test_every_suite_at_ci_scale(request, tmp_path_factory, preset):
     from engine.checkpoint import make_checkpoint
 

@@ -98,3 +98,15 @@ def test_finiteness_defects_fail(fields, change, expected):
     observed = probe(**{"launches": CHECKED, "finiteness_control": CONTROL, **change})
     status, problems, _ = finiteness_check(observed, fields)
     assert status == "fail" and any(expected in p for p in problems), problems
+
+
+def test_a_gemma_plan_needs_its_activation_and_softcap_launched_not_silu_mul():
+    configs = {**{k: v for k, v in CONFIGS.items() if not k.startswith("silu_mul")},
+               "gelu_tanh_mul.x": {"BLOCK": 16, "num_warps": 4}, "logit_softcap.x": {"BLOCK": 16, "num_warps": 4}}
+    launches = [(k.split(".")[0], k, dict(v)) for k, v in configs.items()]
+    gemma = probe(plan_keys=tuple(configs), plan_configs=configs, launches=launches)
+    assert plan_check(gemma, PLAN, d_fields())[0] == "pass"
+    for kernel in ("gelu_tanh_mul", "logit_softcap"):
+        status, problems, _ = plan_check(replace(gemma, launches=[x for x in launches if x[0] != kernel]), PLAN,
+                                         d_fields())
+        assert status == "fail" and kernel in problems[0]

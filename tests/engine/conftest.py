@@ -71,3 +71,18 @@ def qwen3_tiny_dir(tmp_path_factory) -> Path:
 def mistral_tiny_dir(tmp_path_factory) -> Path:
     """Mistral-style tiny preset (sliding_window null, 4:1 grouped KV heads), float32."""
     return make_checkpoint("mistral-tiny", tmp_path_factory.mktemp("mistral_tiny"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def gemma3_tiny_dir(tmp_path_factory) -> Path:
+    """Gemma3-style tiny preset (3 sliding layers of window 32, then a full one; two RoPE bases), float32."""
+    return make_checkpoint("gemma3-tiny", tmp_path_factory.mktemp("gemma3_tiny"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def mistral_window_dir(tmp_path_factory) -> Path:
+    """mistral-tiny with sliding_window 32: every layer windowed, so CI prompts cross the window."""
+    directory = make_checkpoint("mistral-tiny", tmp_path_factory.mktemp("mistral_window"), seed=0)
+    config = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps({**config, "sliding_window": 32}))
+    return directory

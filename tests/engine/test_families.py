@@ -31,7 +31,7 @@ def test_every_preset_names_its_family():
     for name in PRESETS:
         config = preset_config(name)
         assert config["model_type"] == PRESET_FAMILIES[name]
-        assert config["architectures"][0].lower().startswith(PRESET_FAMILIES[name])
+        assert config["architectures"][0].lower().startswith(PRESET_FAMILIES[name].removesuffix("_text"))
 
 
 def test_real_shape_presets_follow_qwen3_0_6b_and_mistral_7b_v0_3():
@@ -119,16 +119,23 @@ def test_a_mistral_window_no_prompt_can_reach_is_full_attention(tmp_path, mistra
     assert read_model_spec(directory).architecture == "MistralForCausalLM"
 
 
+@pytest.mark.parametrize("change, drop, windows", [
+    ({"sliding_window": 1024}, (), (1024, 1024)),
+    ({"max_position_embeddings": 32768}, ["sliding_window"], (4096, 4096)),  # transformers' default 4096
+])
+def test_a_mistral_window_below_the_positions_windows_every_layer(tmp_path, mistral_tiny_dir, change, drop, windows):
+    spec = read_model_spec(with_config(mistral_tiny_dir, tmp_path, change, drop))
+    assert spec.layer_windows == windows and spec.sliding_rope_theta is None
+    assert spec.shape(page_size=16, dtype="float32").attention_windows == (windows[0],)
+    assert spec.layer_rope(1) == (1e6, None)  # the windowed layers keep Mistral's RoPE
+
+
 @pytest.mark.parametrize("family_dir, change, drop, message", [
-    ("mistral", {"sliding_window": 1024}, (), r"sliding_window 1024 is below max_position_embeddings 2048; "
-                                               r"sliding-window attention is not implemented"),
-    ("mistral", {"max_position_embeddings": 32768}, ["sliding_window"],
-     r"sliding_window \(absent: transformers' default 4096\) 4096 is below max_position_embeddings 32768"),
     ("mistral", {"sliding_window": 0}, (), "'sliding_window' must be a positive integer or null"),
     ("mistral", {"sliding_window": "4096"}, (), "'sliding_window' must be a positive integer or null"),
     ("qwen3", {"use_sliding_window": True, "sliding_window": 64}, (), "use_sliding_window=true is not supported"),
     ("qwen3", {"layer_types": ["full_attention", "sliding_attention"]}, (),
-     "layer_types has 'sliding_attention'; only 'full_attention'"),
+     "layer_types has 'sliding_attention'; Qwen3ForCausalLM layers must all be 'full_attention'"),
     ("qwen3", {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, (), "rope_scaling type 'yarn' is not supported"),
     ("qwen3", {"rope_parameters": {"rope_type": "dynamic", "rope_theta": 1e6}}, (),
      "rope_parameters type 'dynamic' is not supported"),

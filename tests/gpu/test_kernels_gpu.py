@@ -60,7 +60,7 @@ def test_tiny_rows_are_invariant_over_batch_sizes(tiny, op, strided):
 def test_llama_1b_rows_are_invariant_across_tiles(op):
     plan = preset_plan("llama-1b")
     s = scenario(op, plan.shape, torch.bfloat16, seed=2, num_selected=3, device=DEVICE)
-    with use_plan(plan):
+    with use_plan(plan if s.shape == plan.shape else plan_for(s.shape)):  # Gemma's ops: its variant's plan
         failures = row_invariance_failures(s.fn, s.selected, s.make_others, sweep(3)[::4] + TILE_CASES)
     assert not failures, failures[:3]
 

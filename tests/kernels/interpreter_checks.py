@@ -48,6 +48,7 @@ from kernels.store_kv import launch_store_kv
 from kernels.tensors import dtype_name
 from tests.kernels import reference
 from tests.kernels.attention_cases import Step, make_request, run_steps, schedule_failures
+from tests.kernels.gemma_checks import check_gemma
 from tests.kernels.finiteness_cases import attention_flag_failures, combine_flag_failures, store_kv_flag_failures
 from tests.kernels.invariance import Case, bits_equal, fill_rows, row_invariance_failures
 
@@ -274,7 +275,8 @@ def check_finiteness(dtype: torch.dtype) -> str:
 
 CHECKS: dict[str, Callable[[torch.dtype], str]] = {
     "matmul": check_matmul, "matmul_split": check_matmul_split, "rowwise": check_rowwise, "store_kv": check_store_kv, "attention": check_attention,
-    "attention_small_pages": check_attention_small_pages, "finiteness": check_finiteness}
+    "attention_small_pages": check_attention_small_pages, "finiteness": check_finiteness,
+    "gemma": lambda dtype: check_gemma(SHAPE, dtype)}
 DTYPES = ("float32", "bfloat16")
 
 

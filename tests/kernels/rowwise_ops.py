@@ -17,7 +17,15 @@ from tests.kernels.invariance import fill_rows
 from tests.kernels.reference import rope_table
 
 ROWWISE_OPS = ("linear", "linear_bias", "linear_down", "down_fold_norm", "logits", "rms_norm", "rms_norm_residual",
-               "rope", "silu_mul", "embedding")
+               "rope", "silu_mul", "embedding", "rms_norm_offset", "gelu_tanh_mul", "logit_softcap", "embedding_scaled")
+# Gemma3's ops (kernels/shapes.py): the (1 + w) norm, GeGLU, the final-logit softcap, the scaled embedding
+GEMMA_OPS = ("rms_norm_offset", "gelu_tanh_mul", "logit_softcap", "embedding_scaled")
+
+
+def gemma_variant(shape: ModelShape) -> ModelShape:
+    """``shape`` with Gemma3's kernels (a softcap of 0.7, below |logits| of random weights)."""
+    return replace(shape, norm_offset=True, embed_scale=True, activation="gelu_tanh", post_norms=True,
+                   final_logit_softcap=0.7)
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,7 @@ def scenario(op: str, shape: ModelShape, dtype: torch.dtype, seed: int, *, num_s
     """The invariance scenario of ``op`` (one of ROWWISE_OPS) at ``shape``."""
     gen = torch.Generator().manual_seed(seed)
     pad = 3 if strided else 0
+    shape = gemma_variant(shape) if op in GEMMA_OPS else shape
     hidden, hq, hkv, d = shape.hidden_size, shape.num_heads, shape.num_kv_heads, shape.head_dim
 
     def rows(width: int, scale: float = 1.0) -> Callable[[str, int, torch.Generator], torch.Tensor]:
@@ -117,4 +126,28 @@ def scenario(op: str, shape: ModelShape, dtype: torch.dtype, seed: int, *, num_s
             return torch.randint(0, shape.vocab_size, (count,), generator=g).to(device)
         return Scenario(lambda token_ids: ops.embedding(token_ids, table), (ids("random", num_selected, gen),),
                         single(ids), shape)
+    if op == "rms_norm_offset":
+        weight = (0.3 * torch.randn(hidden, generator=gen)).to(dtype).to(device)  # centred on 0, as Gemma's
+        make = rows(hidden)
+
+        def offset_norm(x, res):
+            return ops.rms_norm(padded(x, pad), weight, shape.rms_norm_eps, res, offset=True)
+        return Scenario(offset_norm, (make("random", num_selected, gen), make("random", num_selected, gen)),
+                        lambda kind, count, g: (make(kind, count, g), make(kind, count, g)), shape)
+    if op == "gelu_tanh_mul":
+        make = rows(2 * shape.intermediate_size, scale=4.0)
+        return Scenario(lambda gu: ops.gelu_tanh_mul(padded(gu, pad)), (make("random", num_selected, gen),),
+                        single(make), shape)
+    if op == "logit_softcap":
+        def logit_rows(kind, count, g):
+            return (fill_rows(kind, (count, shape.vocab_size), torch.float32, g) * 3).to(device)
+        return Scenario(lambda x: ops.logit_softcap(padded(x, pad), shape.final_logit_softcap),
+                        (logit_rows("random", num_selected, gen),), single(logit_rows), shape)
+    if op == "embedding_scaled":
+        table = fill_rows("random", (shape.vocab_size, hidden), dtype, gen).to(device)
+
+        def token_ids(kind, count, g):
+            return torch.randint(0, shape.vocab_size, (count,), generator=g).to(device)
+        return Scenario(lambda ids: ops.embedding(ids, table, scaled=True), (token_ids("random", num_selected, gen),),
+                        single(token_ids), shape)
     raise ValueError(f"unknown op {op!r}; known: {ROWWISE_OPS}")

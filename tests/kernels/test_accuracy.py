@@ -72,3 +72,34 @@ def test_paged_attention(plan):
         got = run_steps([Step(request, 0, length)], page_size=s.page_size, scale=scale, gen=_gen(length))[0]
         reference.assert_close(got, reference.attention(request, scale), dtype, what=f"attention L={length}")
 
+
+
+def test_gemma_ops(plan):
+    """The (1 + w) norm, GeGLU with tanh-GELU, the final-logit softcap and the scaled embedding."""
+    from dataclasses import replace
+
+    from kernels.launch import use_plan
+    from kernels.plan import plan_for
+    from tests.kernels.rowwise_ops import gemma_variant
+
+    s, dtype = gemma_variant(plan.shape), plan_dtype(plan)
+    gen = _gen(7)
+    x, res = (torch.randn(9, s.hidden_size, generator=gen) * 3).to(dtype), torch.randn(9, s.hidden_size, generator=gen).to(dtype)
+    w = (0.3 * torch.randn(s.hidden_size, generator=gen)).to(dtype)
+    gate_up = (torch.randn(7, 2 * s.intermediate_size, generator=gen) * 3).to(dtype)
+    logits = torch.randn(5, s.vocab_size, generator=gen) * 3
+    table = torch.randn(s.vocab_size, s.hidden_size, generator=gen).to(dtype)
+    ids = torch.tensor([3, 0, s.vocab_size - 1])
+    with use_plan(plan_for(replace(s, dtype=plan.shape.dtype))):
+        out, _ = ops.rms_norm(x, w, s.rms_norm_eps, res, offset=True)
+        reference.assert_close(out, reference.rms_norm(x, 1.0 + w.double(), s.rms_norm_eps, res)[0], dtype,
+                               what="rms_norm (1 + w)")
+        width = s.intermediate_size
+        gelu = torch.nn.functional.gelu(gate_up.double()[:, :width], approximate="tanh") * gate_up.double()[:, width:]
+        reference.assert_close(ops.gelu_tanh_mul(gate_up), gelu, dtype, what="gelu_tanh_mul")
+        capped = torch.tanh(logits.double() / s.final_logit_softcap) * s.final_logit_softcap
+        reference.assert_close(ops.logit_softcap(logits, s.final_logit_softcap), capped, torch.float32,
+                               what="logit_softcap")
+        scale = s.hidden_size ** 0.5 if dtype == torch.float32 else float(torch.tensor(s.hidden_size ** 0.5).to(dtype))
+        reference.assert_close(ops.embedding(ids, table, scaled=True), table[ids].double() * scale, dtype,
+                               what="scaled embedding")

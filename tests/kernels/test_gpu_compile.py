@@ -16,7 +16,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 
 from kernels.plan import PlanEntry, plan_for, preset_plan
-from kernels.shapes import ModelShape
+from kernels.shapes import PRESETS, ModelShape
 from kernels.tensors import constexpr_kwargs
 
 _POINTERS = {"float32": "*fp32", "bfloat16": "*bf16"}
@@ -29,13 +29,14 @@ _INDEX_POINTERS = {("embedding", "ids_ptr"): "*i64", ("store_kv", "slot_ptr"): "
                    # the segment states and split-K partials are fp32 scratch in every dtype
                    **{(kernel, name): "*fp32" for kernel in ("paged_attention", "attention_combine")
                       for name in ("m_ptr", "l_ptr", "acc_ptr")},
-                   ("matmul_split", "partial_ptr"): "*fp32", ("matmul_combine", "partial_ptr"): "*fp32"}
+                   ("matmul_split", "partial_ptr"): "*fp32", ("matmul_combine", "partial_ptr"): "*fp32",
+                   ("logit_softcap", "x_ptr"): "*fp32", ("logit_softcap", "out_ptr"): "*fp32"}
 
 
 def compile_for_sm90(entry: PlanEntry):
     module, name = entry.function.rsplit(".", 1)
     fn = getattr(importlib.import_module(module), name)
-    dtype = entry.static_dict()["dtype"]
+    dtype = entry.static_dict().get("dtype", "float32")  # logit_softcap: float32 logits in every plan
     signature, aligned, defaults = {}, [], {}
     for index, param in enumerate(inspect.signature(fn.fn).parameters.values()):
         if "constexpr" in str(param.annotation):
@@ -93,3 +94,13 @@ def test_head_dim_256_needs_the_narrower_kv_tile():
     entry = plan_for(GEMMA3_1B_ATTENTION).entry("paged_attention.hq4_hkv1_d256_p16_w512_cap50")
     wide = replace(entry, constexprs=tuple(sorted({**entry.constexpr_dict(), "BLOCK_N": 128, "SEG": 1024}.items())))
     assert compile_for_sm90(wide).metadata.shared > H200_SHARED_PER_BLOCK
+
+
+GEMMA3_1B = plan_for(replace(PRESETS["gemma3-1b"], final_logit_softcap=30.0))  # with a softcap, as Gemma2's
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", [k for k in GEMMA3_1B.keys() if k not in preset_plan("llama-1b").keys()])
+def test_gemma3_1b_entries_compile_for_sm90(key):
+    compiled = compile_for_sm90(GEMMA3_1B.entry(key))
+    assert compiled.asm["cubin"], key

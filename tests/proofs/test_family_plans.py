@@ -1,4 +1,4 @@
-"""The Qwen3 and Mistral presets' sealed plans: every entry the tiny plan lacks is verified, the q/k norm's too."""
+"""The Qwen3, Mistral and Gemma3 presets' sealed plans: every entry the tiny plan lacks is verified, the q/k norm's too."""
 
 import json
 
@@ -10,7 +10,7 @@ from kernels.plan import preset_plan
 from proofs.planrun import targets_from_plan, verify_target
 
 TINY_KEYS = set(preset_plan("tiny").keys())
-NEW_TARGETS = [t for name in ("qwen3-tiny", "mistral-tiny") for t in targets_from_plan(preset_plan(name))
+NEW_TARGETS = [t for name in ("qwen3-tiny", "mistral-tiny", "gemma3-tiny") for t in targets_from_plan(preset_plan(name))
                if t.key not in TINY_KEYS]
 
 
@@ -25,3 +25,12 @@ def test_the_real_shape_q_k_norm_is_verified_through_the_cli():
     assert result.exit_code == 0, result.output
     (entry,) = json.loads(result.stdout)
     assert entry["verdict"] == "VERIFIED" and entry["key"] == "rms_norm.h128"
+
+
+@pytest.mark.parametrize("key", ["gelu_tanh_mul.i6912", "rms_norm.h1152_residual_offset",
+                                 "embedding.v262144_h1152_scaled"])
+def test_the_gemma3_1b_kernels_are_verified_through_the_cli(key):
+    result = CliRunner().invoke(app, ["verify", "--plan", "gemma3-1b", "--key", key, "--json"])
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads(result.stdout)
+    assert entry["verdict"] == "VERIFIED" and entry["key"] == key

@@ -2,8 +2,9 @@
 
 Six prompts each produce four greedy positions in one engine of D; every produced row is compared
 with an independent implementation of the same checkpoint: on CUDA, Hugging Face transformers'
-model class for it (``LlamaForCausalLM``, ``Qwen2ForCausalLM``) in float32 when transformers is
-importable; otherwise (and always on CPU) the float64 torch reference ``engine/reference.py``. A prompt passes when
+model class for it (``LlamaForCausalLM``, ``Qwen3ForCausalLM``, ``Gemma3ForCausalLM``, ...) in float32
+when transformers is importable; otherwise (and always on CPU) the float64 torch reference
+``engine/reference.py`` (Gemma3's in ``engine/gemma_reference.py``). A prompt passes when
 
 * the largest |engine - reference| over its rows and the whole vocabulary is at most
   ``TOLERANCE[dtype] * max(1, largest |reference logit|)`` (the stated tolerance, scaled to the
