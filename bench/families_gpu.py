@@ -6,7 +6,9 @@ Per preset: a random-initialised bf16 checkpoint (seed 0, as `bitcase model make
 temporary directory. Fidelity, a tolerance claim separate from determinism: an eager bf16 engine
 generates four greedy tokens for each of six random prompts (16 to 1024 tokens) and transformers'
 class for the checkpoint (AutoModelForCausalLM, float32, CUDA: Qwen3ForCausalLM, MistralForCausalLM,
-Gemma3ForCausalLM, whose sliding layers the 1,024-token prompt crosses at gemma3-1b's window of 512) recomputes every produced row
+Gemma3ForCausalLM, whose sliding layers the 1,024-token prompt crosses at gemma3-1b's window of 512) recomputes every produced row;
+the same is done for a float32 engine at the float32 tolerance, and transformers' own bf16 forward
+is compared with its float32 one as a yardstick for the bf16 tolerance (recorded, not judged)
 (the engines of a preset share one loaded copy of the weights, engine/weight_cache.py);
 each prompt is judged as the fidelity suite judges (engine/compare/suites/fidelity.py): the largest
 |engine - transformers| logit difference at most the bf16 relative tolerance times
@@ -50,39 +52,35 @@ FIDELITY_ENGINE = dict(device="cuda", dtype="bfloat16", page_size=16, num_pages=
                        max_num_batched_tokens=2048, max_model_len=2048, cuda_graphs=False)
 
 
-def _engine_rows(model_dir: Path, prompts: list[list[int]]) -> list[tuple[list[int], torch.Tensor]]:
-    """Per prompt: (greedy tokens, [N, V] float64 logits) from one eager bf16 engine."""
-    llm = LLM(model_dir, **FIDELITY_ENGINE)
+def _engine_rows(model_dir: Path, prompts: list[list[int]], dtype: str) -> list[tuple[list[int], torch.Tensor]]:
+    """Per prompt: (greedy tokens, [N, V] float64 logits) from one eager engine in ``dtype``."""
+    llm = LLM(model_dir, **{**FIDELITY_ENGINE, "dtype": dtype})
     outs = llm.generate(prompts, SamplingParams(max_tokens=NUM_POSITIONS, ignore_eos=True))
     rows = [(list(o.token_ids), torch.stack([e.logits for e in o.trace.entries]).double()) for o in outs]
     del llm, outs
+    weight_cache.clear()  # the next engine loads the weights in another dtype
     free_cuda()
     return rows
 
 
-def _transformers_rows(model_dir: Path, histories: list[list[int]], starts: list[int]) -> tuple[str, list]:
+def _transformers_rows(model_dir: Path, histories: list[list[int]], starts: list[int],
+                       dtype: torch.dtype = torch.float32) -> tuple[str, list]:
     import transformers
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, device_map="cuda").eval()
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, device_map="cuda").eval()
     rows = []
     with torch.no_grad():
         for history, start in zip(histories, starts):
             logits = model(torch.tensor([history], device="cuda")).logits[0]
             rows.append(logits[start - 1:start - 1 + NUM_POSITIONS].double().cpu())
-    name = f"transformers {transformers.__version__} {type(model).__name__} (float32, CUDA)"
+    name = f"transformers {transformers.__version__} {type(model).__name__} ({str(dtype).removeprefix('torch.')}, CUDA)"
     del model
     free_cuda()
     return name, rows
 
 
-def fidelity(model_dir: Path, vocab_size: int) -> dict[str, Any]:
-    """The six prompts' judgements against transformers."""
-    prompts = random_prompts(list(PROMPT_LENGTHS), seed=7, vocab_size=vocab_size)
-    engine = _engine_rows(model_dir, prompts)
-    reference, expected = _transformers_rows(model_dir, [p + t for p, (t, _) in zip(prompts, engine)],
-                                             [len(p) for p in prompts])
-    relative = TOLERANCE["bfloat16"]
+def _judge(prompts: list[list[int]], engine: list, expected: list, relative: float, what: str) -> list[dict]:
     judged = []
     for prompt, (tokens, got), want in zip(prompts, engine, expected):
         tolerance = relative * max(1.0, float(want.abs().max()))
@@ -94,10 +92,34 @@ def fidelity(model_dir: Path, vocab_size: int) -> dict[str, Any]:
         judged.append({"prompt_tokens": len(prompt), "max_abs_difference": worst, "tolerance": tolerance,
                        "argmax_agreement": sum(t == a for t, a in zip(tokens, argmax)), "clear_disagreements": disagree,
                        "pass": worst <= tolerance and not disagree})
-        log(f"  prompt {len(prompt)}: max |diff| {worst:.4g} (tolerance {tolerance:.4g}), "
+        log(f"  {what} prompt {len(prompt)}: max |diff| {worst:.4g} (tolerance {tolerance:.4g}), "
             f"argmax agreement {judged[-1]['argmax_agreement']}/{len(tokens)}")
-    return {"reference": reference, "relative_tolerance": relative, "prompts": judged,
-            "pass": all(j["pass"] for j in judged)}
+    return judged
+
+
+def fidelity(model_dir: Path, vocab_size: int) -> dict[str, Any]:
+    """The six prompts' judgements against transformers in float32: the bf16 engine (the served
+    dtype, judged at the bf16 tolerance) and the float32 engine (at the float32 one); and, as a
+    yardstick for the bf16 tolerance, how far transformers' own bf16 forward lies from its float32
+    one on the bf16 engine's histories (not judged)."""
+    prompts = random_prompts(list(PROMPT_LENGTHS), seed=7, vocab_size=vocab_size)
+    starts = [len(p) for p in prompts]
+    out: dict[str, Any] = {}
+    for dtype in ("bfloat16", "float32"):
+        engine = _engine_rows(model_dir, prompts, dtype)
+        histories = [p + t for p, (t, _) in zip(prompts, engine)]
+        reference, expected = _transformers_rows(model_dir, histories, starts)
+        out[dtype] = {"reference": reference, "relative_tolerance": TOLERANCE[dtype],
+                      "prompts": _judge(prompts, engine, expected, TOLERANCE[dtype], f"engine {dtype}")}
+        out[dtype]["pass"] = all(j["pass"] for j in out[dtype]["prompts"])
+        if dtype == "bfloat16":
+            name, own = _transformers_rows(model_dir, histories, starts, torch.bfloat16)
+            out["reference_bfloat16"] = {"reference": name, "max_abs_difference_from_float32": [
+                float((a - b).abs().max()) for a, b in zip(own, expected)]}
+            log(f"  {name} vs float32: max |diff| per prompt "
+                f"{[round(d, 4) for d in out['reference_bfloat16']['max_abs_difference_from_float32']]}")
+    out["pass"] = out["bfloat16"]["pass"] and out["float32"]["pass"]
+    return out
 
 
 def decode(model_dir: Path) -> dict[str, Any]:
