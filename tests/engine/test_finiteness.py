@@ -72,7 +72,8 @@ class Poison:
         return wrapped
 
     def paged_attention(self, real):
-        def wrapped(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, scale, seq_idx=None, nonfinite=None):
+        def wrapped(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, scale, seq_idx=None, nonfinite=None,
+                    **options):
             if self.active and self.kind in ("q_nan", "q_inf", "overflow"):
                 last = self._rows_of_victim(block_table, query_start_loc)[-1]
                 q = q.clone()
@@ -83,7 +84,7 @@ class Poison:
                 else:
                     q[last] = 1e20
                 self.hits += 1
-            return real(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, scale, seq_idx, nonfinite)
+            return real(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, scale, seq_idx, nonfinite, **options)
         return wrapped
 
 
