@@ -37,7 +37,7 @@ sys.path.insert(0, str(_BENCH.parent))
 import torch  # noqa: E402
 
 from bench.kernel_timing import L2_FLUSH_BYTES, time_calls  # noqa: E402
-from kernels import configs  # noqa: E402
+from kernels import configs, matmul_configs  # noqa: E402
 from kernels.matmul import launch_matmul  # noqa: E402
 from kernels.matmul_combine import launch_matmul_combine  # noqa: E402
 from kernels.matmul_split import launch_matmul_split  # noqa: E402
@@ -164,7 +164,7 @@ def probe(lin_decode: Linear, lin_prefill: Linear, n: int, k: int, dtype: str, o
 
 def plan_prefill_tiles(n: int, k: int, dtype: str, bk: int, splits: int) -> tuple[int, ...]:
     """The plan's prefill tile for [N, K] with BLOCK_K and splits replaced."""
-    bm, bn, _, warps, stages = configs._matmul_tiles(n, k, dtype)
+    bm, bn, _, warps, stages = matmul_configs._matmul_tiles(n, k, dtype)
     return bm, bn, bk, warps, stages, splits
 
 
@@ -176,7 +176,7 @@ def sweep_weight(role: str, n: int, k: int, dtype: str, out_dtype: str, m: int, 
     torch_us = time_calls([lambda x=x, w=w, o=o: o.copy_(torch.nn.functional.linear(x, w))
                            for x, w, o in zip(xs, ws, outs)], device="cuda", repeats=REPEATS)[0]
     row: dict = {"role": role, "n": n, "k": k, "m": m, "weight_bytes": 2 * n * k, "torch_us": torch_us,
-                 "plan_tiles": list(configs._matmul_tiles(n, k, dtype)), "decode": [], "prefill": [], "probes": []}
+                 "plan_tiles": list(matmul_configs._matmul_tiles(n, k, dtype)), "decode": [], "prefill": [], "probes": []}
     for tiles in candidates(n, k):
         rec: dict = {"tiles": list(tiles)}
         row["decode"].append(rec)
@@ -198,7 +198,7 @@ def sweep_weight(role: str, n: int, k: int, dtype: str, out_dtype: str, m: int, 
     x = torch.randn(PREFILL_M, k, device="cuda").to(_dtype(dtype))
     out = torch.empty(PREFILL_M, n, dtype=_dtype(out_dtype), device="cuda")
     for bk, splits in sorted({(r["tiles"][2], r["tiles"][5]) for r in timed[:12]}
-                             | {(configs._matmul_tiles(n, k, dtype)[2], 1)}):
+                             | {(matmul_configs._matmul_tiles(n, k, dtype)[2], 1)}):
         tiles = plan_prefill_tiles(n, k, dtype, bk, splits)
         rec = {"tiles": list(tiles)}
         row["prefill"].append(rec)

@@ -71,7 +71,7 @@ is (-inf, +0, +0) in every launch, and otherwise the same tiles with visible key
 order; the combine merges only the segments from the one holding the row's window start (it
 holds a visible key: the visible keys are contiguous up to the row's own).
 
-Why BLOCK_N is a function of head_dim (kernels/configs.py: attention_keys): a K and a V tile of
+Why BLOCK_N is a function of head_dim (kernels/attention_configs.py: attention_keys): a K and a V tile of
 128 keys x 256 x bf16 in two pipeline stages take 256 KiB, more than an H200's shared memory per
 block; heads of 256 take 64-key tiles, and SEG stays a multiple of BLOCK_N.
 """

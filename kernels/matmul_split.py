@@ -4,7 +4,7 @@ Program (pid_m, pid_n, s) owns output tile rows [pid_m*BLOCK_M, +BLOCK_M) x colu
 [pid_n*BLOCK_N, +BLOCK_N) of split s, whose K range is [s * K/SPLITS, (s + 1) * K/SPLITS); it
 accumulates from zero in fp32 over that range in ascending BLOCK_K steps with ``tl.dot`` and
 stores the tile to ``partial[s]`` of an fp32 buffer [SPLITS, M, N]. SPLITS and the ranges are
-constexprs from (N, K, dtype) (kernels/configs.py), never from M, so every row of every batch,
+constexprs from (N, K, dtype) (kernels/matmul_configs.py), never from M, so every row of every batch,
 prefill or decode, runs the same K ranges in the same order; the second half
 (kernels/matmul_combine.py) folds a row's partials in ascending split order. No atomics: each
 partial element has exactly one writer. Rows past M are loaded as zeros and never stored.

@@ -115,7 +115,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
            out_dtype: torch.dtype | None = None) -> torch.Tensor:
     """``x`` [T, K] @ ``weight`` [N, K]^T (+ ``bias`` [N]) -> [T, N] in ``out_dtype`` (default x.dtype).
 
-    One launch, or for weights with a fixed split-K (kernels/configs.py ``matmul_splits``) two:
+    One launch, or for weights with a fixed split-K (kernels/matmul_configs.py ``matmul_splits``) two:
     fp32 partials of the K ranges, then their fold in ascending split order with the bias.
     """
     out_dtype = x.dtype if out_dtype is None else out_dtype

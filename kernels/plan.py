@@ -204,7 +204,7 @@ def _configs_for(shape: ModelShape) -> list[tuple[LaunchConfig, str]]:
         configs.append((rms_norm_config(hidden_size=s.head_dim, eps=s.rms_norm_eps, has_residual=False,
                                         dtype=dt, offset=s.norm_offset), "qk_norm"))
     weights.append(("lm_head", s.vocab_size, s.hidden_size, False))
-    for role, n, k, has_bias in weights:  # one launch, or a fixed split-K pair (kernels/configs.py)
+    for role, n, k, has_bias in weights:  # one launch, or a fixed split-K pair (kernels/matmul_configs.py)
         out_dtype = "float32" if role == "lm_head" else dt
         configs.extend((c, role) for c in linear_configs(n=n, k=k, dtype=dt, has_bias=has_bias, out_dtype=out_dtype))
         decode = decode_matmul_config(n=n, k=k, dtype=dt, has_bias=has_bias, out_dtype=out_dtype)

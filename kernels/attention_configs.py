@@ -1,0 +1,128 @@
+"""Launch configurations of paged attention: the split KV walk and the merge of its segments.
+
+Chosen from head counts, head_dim, page size, window, softcap and dtype only; segment
+boundaries are fixed multiples of SEG, never sized from the batch or the length.
+Torch- and Triton-free; kernels/configs.py re-exports the public names.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from kernels.launch_config import (LaunchConfig, _as_float32, _check_dtype, _check_positive, _is_pow2, _make,
+                                   _unchecked)
+
+__all__ = ["attention_keys", "paged_attention_config", "attention_combine_config"]
+
+# Paged attention tile: query tokens per block (times the head group, the tile rows; >= 16 for
+# tl.dot) and keys per KV tile.
+ATTENTION_QUERIES = 16
+ATTENTION_KEYS = 128
+# head_dim from which a KV tile holds ATTENTION_KEYS // 2 keys (see attention_keys).
+WIDE_HEAD_DIM = 256
+ATTENTION_WARPS = 4
+ATTENTION_STAGES = 2
+# KV tiles per segment of the split KV walk, by dtype. bf16 plans serve long contexts on a GPU:
+# 8 tiles of 128 keys, so a 16K context splits into 16 segments that run in parallel. float32
+# plans serve the CPU path and the tests, whose prompts are short: one tile per segment, so that
+# a prompt of a few hundred tokens already crosses segment boundaries and exercises the merge.
+SEGMENT_TILES = {"bfloat16": 8, "float32": 1}
+
+
+def _window_suffix(window: int) -> str:
+    """Key suffix of a sliding-window attention entry (none for full causal attention)."""
+    if not isinstance(window, int) or isinstance(window, bool) or window < 0:
+        raise ValueError(f"window must be a non-negative int (0: full causal attention), got {window!r}")
+    return f"_w{window}" if window else ""
+
+
+def _softcap_suffix(softcap: float) -> str:
+    """Key suffix of a logit-softcapped attention entry: ``_cap50``, ``_cap30p5`` (none when off)."""
+    if not isinstance(softcap, (int, float)) or isinstance(softcap, bool) or not 0 <= softcap < float("inf"):
+        raise ValueError(f"softcap must be a finite non-negative number (0: off), got {softcap!r}")
+    if not softcap:
+        return ""
+    value = _as_float32(softcap)
+    text = str(int(value)) if value.is_integer() and value < 1e9 else repr(value)
+    return "_cap" + text.replace(".", "p").replace("+", "").replace("-", "m")
+
+
+def attention_keys(head_dim: int, page_size: int) -> int:
+    """BLOCK_N, the keys of one KV tile: ATTENTION_KEYS, halved from head_dim WIDE_HEAD_DIM on, at least a page.
+
+    A function of head_dim and page_size only. Wide heads get half the keys because two pipeline
+    stages of a K and a V tile of 128 keys x 256 x bf16 (256 KiB) exceed an H200's 227 KiB of
+    shared memory per block; 64 keys (128 KiB, plus the query tile) fit.
+    """
+    return max(ATTENTION_KEYS // 2 if head_dim >= WIDE_HEAD_DIM else ATTENTION_KEYS, page_size)
+
+
+@lru_cache(maxsize=None)
+def paged_attention_config(*, num_heads: int, num_kv_heads: int, head_dim: int, page_size: int,
+                           scale: float, dtype: str, window: int = 0, softcap: float = 0.0) -> LaunchConfig:
+    """Paged causal attention, first half of the split KV walk: the GROUP query heads of one KV
+    head x BLOCK_Q query tokens x one KV segment of SEG keys per program, KV tiles of BLOCK_N keys.
+
+    The rows of one ``tl.dot`` tile are the BLOCK_Q = ATTENTION_QUERIES query tokens of a block
+    times the head group, GROUP = num_heads / num_kv_heads padded to BLOCK_G, a power of two (at
+    least 16 rows, what ``tl.dot`` needs): prefill reads each KV tile once per query block and
+    KV head instead of once per token and query head, and a decode step's single query per
+    request fills GROUP rows of the tile. A KV tile holds BLOCK_N = :func:`attention_keys` keys
+    (several pages when pages are small; each key is read through its own block-table entry).
+    A segment holds SEG = SEGMENT_TILES[dtype] * BLOCK_N keys at fixed boundaries;
+    :func:`attention_combine_config` merges the segments. head_dim must be a power of two >= 16,
+    page_size a power of two.
+
+    ``window`` W > 0 (WINDOW) is a sliding window: the query at position i sees the keys
+    i - W < j <= i (W keys including itself); 0 is full causal attention. ``softcap`` c > 0
+    (SOFTCAP) caps the scaled scores to ``c * tanh(score / c)`` before masking (Gemma2's
+    attn_logit_softcapping). Either adds a constexpr and a key suffix (``_w512``, ``_cap50``)
+    only when set, so an entry without them is the full causal one, key and constexprs alike.
+    """
+    _check_positive(num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, page_size=page_size)
+    _check_dtype(dtype)
+    if num_heads % num_kv_heads:
+        raise ValueError(f"num_heads {num_heads} is not a multiple of num_kv_heads {num_kv_heads}")
+    if not (_is_pow2(head_dim) and _is_pow2(page_size) and head_dim >= 16):
+        raise ValueError(f"paged attention needs a power-of-two head_dim >= 16 and a power-of-two page_size, "
+                         f"got {head_dim}, {page_size}")
+    if not scale > 0:
+        raise ValueError(f"scale must be positive, got {scale!r}")
+    suffix = _window_suffix(window) + _softcap_suffix(softcap)
+    block_n = attention_keys(head_dim, page_size)
+    group = num_heads // num_kv_heads
+    block_g = 1 << (group - 1).bit_length()
+    optional = {"WINDOW": window} if window else {}
+    if softcap:
+        optional["SOFTCAP"] = _as_float32(softcap)
+    return _make("paged_attention", f"hq{num_heads}_hkv{num_kv_heads}_d{head_dim}_p{page_size}{suffix}",
+                 {"GROUP": group, "BLOCK_G": block_g, "BLOCK_Q": ATTENTION_QUERIES, "D": head_dim,
+                  "PAGE_SIZE": page_size, "BLOCK_N": block_n, "SEG": SEGMENT_TILES[dtype] * block_n,
+                  "SCALE": _as_float32(scale), "DTYPE": dtype, **optional},
+                 ATTENTION_WARPS, ATTENTION_STAGES,
+                 {"num_heads": num_heads, "num_kv_heads": num_kv_heads, "head_dim": head_dim,
+                  "page_size": page_size, "dtype": dtype, **({"window": window} if window else {}),
+                  **({"softcap": float(softcap)} if softcap else {})})
+
+
+@lru_cache(maxsize=None)
+def attention_combine_config(*, num_heads: int, head_dim: int, seg: int, dtype: str,
+                             check_finite: bool = True, window: int = 0) -> LaunchConfig:
+    """Second half of the split KV walk: one program per (token, query head) merges the token's
+    segment states in ascending order. ``seg`` is the SEG of the paged_attention entry whose
+    states it merges. One warp: a program merges a few [head_dim] rows. ``check_finite`` (CHECK)
+    also flags a non-finite state or output (kernels/finiteness.py); off, the key ends in
+    ``_unchecked``. ``window`` (WINDOW, key suffix ``_w512``, only when set) is the sliding
+    window of that entry: the merge starts at the segment of the token's window start, the
+    first one holding a key the token sees.
+    """
+    _check_positive(num_heads=num_heads, head_dim=head_dim, seg=seg)
+    _check_dtype(dtype)
+    if not _is_pow2(head_dim):
+        raise ValueError(f"attention combine needs a power-of-two head_dim, got {head_dim}")
+    suffix = _window_suffix(window) + _unchecked(check_finite)
+    return _make("attention_combine", f"hq{num_heads}_d{head_dim}_s{seg}{suffix}",
+                 {"D": head_dim, "SEG": seg, "DTYPE": dtype, "CHECK": int(check_finite),
+                  **({"WINDOW": window} if window else {})}, 1, 1,
+                 {"num_heads": num_heads, "head_dim": head_dim, "seg": seg, "dtype": dtype,
+                  "check_finite": check_finite, **({"window": window} if window else {})})

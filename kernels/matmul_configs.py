@@ -1,0 +1,213 @@
+"""Launch configurations of the matmuls: one-launch tiles, the decode bucket, fixed split-K and its folds.
+
+Chosen from (N, K, dtype) only, except that :func:`linear_configs` takes M to pick the decode
+bucket (DESIGN.md §5's tile shapes per M bucket; same BLOCK_K, splits and K order in every
+bucket). Torch- and Triton-free; kernels/configs.py re-exports the public names.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from kernels.launch_config import (LaunchConfig, _as_float32, _check_dtype, _check_positive, _make, _next_pow2,
+                                   _row_warps)
+
+__all__ = ["matmul_config", "decode_matmul_config", "matmul_splits", "matmul_split_config", "matmul_combine_config",
+           "matmul_combine_norm_config", "linear_configs"]
+
+# bf16 matmul: the widest column tile (of 128, 64, 32) that still gives this many column tiles,
+# so a decode launch (M <= BLOCK_M, one row tile) spreads a weight over about one wave of a
+# 132-SM GPU; narrower weights get 32-column tiles. Depends on N only, never on M.
+MIN_COLUMN_PROGRAMS = 128
+# Contraction depth from which 32-column bf16 matmul tiles take 256-deep K steps.
+DEEP_K = 8192
+# Decode bucket (DESIGN.md §5, tile shapes per M bucket): a single-launch matmul of at most
+# DECODE_ROWS rows runs 16-row tiles (mma.sync instead of a 64-row warpgroup MMA wasting 60 of
+# 64 rows at batch 4), the widest BLOCK_N of 128/64/32/16 that still gives DECODE_COLUMN_PROGRAMS
+# column tiles, and 5 stages, with the same BLOCK_K and K order as the weight's other tile (so
+# splits and accumulation order are those of every other M). That a row's bits do not change with
+# the tile shape is the trusted assumption trusted.dot-tile-shape, probed on the GPU
+# (tests/gpu/test_kernels_gpu.py, bench/decode_tiles.py). Weights of at least WIDE_N rows
+# (vocabulary projections) keep one tile: theirs streams at the copy rate already.
+DECODE_ROWS = 16
+DECODE_COLUMN_PROGRAMS = 96
+WIDE_N = 32768
+# Fixed split-K, by dtype: the number of K ranges a narrow weight's reduction is cut into. bf16:
+# weights too narrow for MIN_COLUMN_PROGRAMS column tiles (llama-1b's qkv, o and down) get 4
+# splits, so a decode launch runs 4x the programs, each streaming a quarter of the weight; wide
+# weights (gate_up, lm_head) already fill the GPU and keep one. float32 plans serve the CPU path
+# and the tests: 4 splits wherever N <= K, with 16-deep K steps, so the tiny preset's o and down
+# projections run the split path with 1 and 2 steps per split (a wrong fold order changes bits).
+# A split needs K to be a multiple of SPLITS * BLOCK_K (else the weight keeps one launch).
+# bfloat16 plans keep one launch per weight for now: 4 splits of llama-1b's narrow weights measured
+# slower on an H200 (2,050 against about 2,900 decode tokens/s at batch 4; docs/performance.md) with
+# these untuned tiles. float32 plans split, so the CPU path and CI prove and test the split arithmetic.
+SPLIT_K = {"bfloat16": 1, "float32": 4}
+SPLIT_BLOCK_K_FP32 = 16
+# Output columns per program of the split combine (one row per program).
+COMBINE_COLUMNS = 1024
+
+
+def _matmul_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) of a matmul from (N, K, dtype) alone."""
+    if dtype == "float32":
+        return 32, 32, 64, 4, 2
+    block_n = next((b for b in (128, 64) if -(-n // b) >= MIN_COLUMN_PROGRAMS), 32)
+    block_k = 64 if block_n == 128 else 128
+    if block_n == 32 and k >= DEEP_K:
+        block_k = 256
+    return 64, block_n, block_k, 4, 4
+
+
+def _decode_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int] | None:
+    """The decode bucket's (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages), or None (one tile for every M).
+
+    float32 plans get one too (16 rows, their other tiles), so the CPU path and CI run the bucket
+    choice; the CPU path's arithmetic does not depend on BLOCK_M at all.
+    """
+    _, block_n, block_k, warps, stages = _matmul_tiles(n, k, dtype)
+    if dtype == "float32":
+        return DECODE_ROWS, block_n, block_k, warps, stages
+    if n >= WIDE_N:
+        return None
+    block_n = next((b for b in (128, 64, 32) if -(-n // b) >= DECODE_COLUMN_PROGRAMS), 16)
+    return DECODE_ROWS, block_n, block_k, 4, 5
+
+
+def _check_matmul_shape(n: int, k: int, dtype: str, out_dtype: str) -> None:
+    _check_positive(n=n, k=k)
+    _check_dtype(dtype)
+    _check_dtype(out_dtype)
+
+
+def _split_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int]:
+    """The tiles of a split-K matmul: :func:`_matmul_tiles`, with 16-deep K steps in float32."""
+    block_m, block_n, block_k, warps, stages = _matmul_tiles(n, k, dtype)
+    return block_m, block_n, SPLIT_BLOCK_K_FP32 if dtype == "float32" else block_k, warps, stages
+
+
+@lru_cache(maxsize=None)
+def matmul_splits(*, n: int, k: int, dtype: str) -> int:
+    """The number of fixed K ranges of an ``[N, K]`` weight's matmul (1: no split), from (N, K, dtype) only.
+
+    Never from M: prefill and decode rows of one weight run the same splits, so their bits agree.
+    """
+    _check_positive(n=n, k=k)
+    _check_dtype(dtype)
+    _, block_n, block_k, _, _ = _split_tiles(n, k, dtype)
+    splits = SPLIT_K[dtype]
+    narrow = n <= k if dtype == "float32" else -(-n // block_n) < MIN_COLUMN_PROGRAMS
+    return splits if narrow and k % (splits * block_k) == 0 else 1
+
+
+@lru_cache(maxsize=None)
+def matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str) -> LaunchConfig:
+    """``out[M, N] = x[M, K] @ weight[N, K].T (+ bias)`` in one launch: tile sizes from (N, K, dtype) only.
+
+    bf16 uses tensor cores with BLOCK_M = 64 (a Hopper warpgroup MMA) and the widest BLOCK_N
+    of 128/64/32 that still gives MIN_COLUMN_PROGRAMS column tiles (32 when none does), so decode
+    (one row tile) streams the weight over most SMs while prefill gets tiles wide enough for
+    the tensor cores; the trade-off for narrow weights was measured (docs/performance.md).
+    Narrow weights with a deep K (at least DEEP_K) take 256-deep K steps: a decode program then
+    keeps twice the weight bytes in flight, which was faster at decode and no slower at prefill
+    for such weights only.
+    fp32 uses IEEE-precision dots (no TF32) on a fixed small tile.
+    Weights with :func:`matmul_splits` > 1 run :func:`matmul_split_config` and
+    :func:`matmul_combine_config` instead (see :func:`linear_configs`).
+    """
+    _check_matmul_shape(n, k, dtype, out_dtype)
+    block_m, block_n, block_k, warps, stages = _matmul_tiles(n, k, dtype)
+    suffix = f"n{n}_k{k}" + ("_bias" if has_bias else "") + ("" if out_dtype == dtype else "_out_" + out_dtype)
+    return _make("matmul", suffix,
+                 {"N": n, "K": k, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
+                  "HAS_BIAS": bool(has_bias), "OUT_DTYPE": out_dtype},
+                 warps, stages, {"n": n, "k": k, "dtype": dtype, "out_dtype": out_dtype})
+
+
+@lru_cache(maxsize=None)
+def decode_matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str) -> LaunchConfig | None:
+    """:func:`matmul_config`'s launch for at most DECODE_ROWS rows, or None where the weight has no decode bucket.
+
+    Same N, K, BLOCK_K and K order as :func:`matmul_config`; other tile rows, columns, warps and
+    stages (see DECODE_ROWS). The key ends in ``_m16``; ``max_rows`` in its static values is the
+    bucket's bound, which the launch contract checks.
+    """
+    _check_matmul_shape(n, k, dtype, out_dtype)
+    tiles = _decode_tiles(n, k, dtype)
+    if tiles is None:
+        return None
+    block_m, block_n, block_k, warps, stages = tiles
+    suffix = f"n{n}_k{k}" + ("_bias" if has_bias else "") + ("" if out_dtype == dtype else "_out_" + out_dtype)
+    return _make("matmul", f"{suffix}_m{DECODE_ROWS}",
+                 {"N": n, "K": k, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
+                  "HAS_BIAS": bool(has_bias), "OUT_DTYPE": out_dtype},
+                 warps, stages, {"n": n, "k": k, "dtype": dtype, "out_dtype": out_dtype, "max_rows": DECODE_ROWS})
+
+
+@lru_cache(maxsize=None)
+def matmul_split_config(*, n: int, k: int, dtype: str) -> LaunchConfig:
+    """First half of a split-K matmul: fp32 partial products of SPLITS fixed K ranges of K / SPLITS.
+
+    The tiles are :func:`matmul_config`'s for the same (N, K, dtype) (16-deep K steps in
+    float32, see SPLIT_K); split s covers K columns
+    [s * K / SPLITS, (s + 1) * K / SPLITS) in ascending BLOCK_K steps from zero.
+    """
+    _check_matmul_shape(n, k, dtype, dtype)
+    splits = matmul_splits(n=n, k=k, dtype=dtype)
+    if splits == 1:
+        raise ValueError(f"an [{n}, {k}] {dtype} weight is not split (matmul_splits is 1); use matmul_config")
+    block_m, block_n, block_k, warps, stages = _split_tiles(n, k, dtype)
+    return _make("matmul_split", f"n{n}_k{k}_s{splits}",
+                 {"N": n, "K": k, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k, "SPLITS": splits},
+                 warps, stages, {"n": n, "k": k, "dtype": dtype})
+
+
+@lru_cache(maxsize=None)
+def matmul_combine_config(*, n: int, splits: int, dtype: str, has_bias: bool, out_dtype: str) -> LaunchConfig:
+    """Second half of a split-K matmul: one program per (row, COMBINE_COLUMNS columns) folds the
+    row's SPLITS fp32 partials in ascending split order, adds the bias and casts to ``out_dtype``."""
+    _check_positive(n=n, splits=splits)
+    _check_dtype(dtype)
+    _check_dtype(out_dtype)
+    if splits < 2:
+        raise ValueError(f"a split combine needs at least 2 splits, got {splits}")
+    block_n = min(_next_pow2(n), COMBINE_COLUMNS)
+    suffix = f"n{n}_s{splits}" + ("_bias" if has_bias else "") + ("" if out_dtype == dtype else "_out_" + out_dtype)
+    return _make("matmul_combine", suffix,
+                 {"N": n, "BLOCK_N": block_n, "SPLITS": splits, "HAS_BIAS": bool(has_bias), "OUT_DTYPE": out_dtype},
+                 4, 1, {"n": n, "splits": splits, "dtype": dtype, "out_dtype": out_dtype})
+
+
+@lru_cache(maxsize=None)
+def matmul_combine_norm_config(*, hidden_size: int, splits: int, eps: float, dtype: str) -> LaunchConfig:
+    """The split combine of a residual branch (o_proj, down_proj) fused with the residual RMSNorm after
+    it: one program per token row folds its SPLITS partials in ascending order, adds the residual
+    and normalises, as :func:`rms_norm_config` with a residual does."""
+    _check_positive(hidden_size=hidden_size, splits=splits)
+    _check_dtype(dtype)
+    if splits < 2:
+        raise ValueError(f"a split combine needs at least 2 splits, got {splits}")
+    if not eps > 0:
+        raise ValueError(f"eps must be positive, got {eps!r}")
+    block = _next_pow2(hidden_size)
+    return _make("matmul_combine_norm", f"h{hidden_size}_s{splits}",
+                 {"H": hidden_size, "BLOCK_H": block, "SPLITS": splits, "EPS": _as_float32(eps), "DTYPE": dtype},
+                 _row_warps(block, 16), 1, {"hidden_size": hidden_size, "splits": splits, "dtype": dtype})
+
+
+def linear_configs(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str,
+                   num_rows: int | None = None) -> tuple[LaunchConfig, ...]:
+    """The launches of one ``x @ weight.T (+ bias)``: (matmul,) or (matmul_split, matmul_combine).
+
+    ``num_rows`` (M) only picks the decode bucket's tile of a single-launch weight (at most
+    DECODE_ROWS rows); the splits, BLOCK_K and K order are the same for every M.
+    """
+    splits = matmul_splits(n=n, k=k, dtype=dtype)
+    if splits == 1:
+        if num_rows is not None and num_rows <= DECODE_ROWS:
+            decode = decode_matmul_config(n=n, k=k, dtype=dtype, has_bias=has_bias, out_dtype=out_dtype)
+            if decode is not None:
+                return (decode,)
+        return (matmul_config(n=n, k=k, dtype=dtype, has_bias=has_bias, out_dtype=out_dtype),)
+    return (matmul_split_config(n=n, k=k, dtype=dtype),
+            matmul_combine_config(n=n, splits=splits, dtype=dtype, has_bias=has_bias, out_dtype=out_dtype))
