@@ -11,7 +11,8 @@ A VERIFIED result is a relational invariance proof under stated premises and tru
 assumptions (``proofs/trusted.py``), never a statement about numerical accuracy.
 """
 
-VERIFIER_VERSION = "1.1"
+VERIFIER_VERSION = "1.2"
 """Version of the verifier's rules and encoding; recorded in every kernel_proof item, and a proof
 is carried to a new deployment only from the same version. 1.1: bounded index relations
-(``"* < E"``), one Z3 context per verification."""
+(``"* < E"``), one Z3 context per verification. 1.2: a tl.dot operand demand that the value
+analysis cannot discharge after merging guard regions is UNKNOWN, not REFUTED."""

@@ -62,6 +62,9 @@ class Values:
         self._state_dep: dict[int, bool] = {}
         self.uncertain: list | None = None  # records (guard, lane, range) of undecided max/min lanes
         self.forced: frozenset[int] = frozenset()  # guards known to hold on some lane
+        # Set once guard regions were merged (_MAX_GUARDS): classes may then be coarser than the
+        # kernel's values, so a value fact that cannot be shown is not evidence against the kernel.
+        self.merged = False
 
     # -- public -----------------------------------------------------------------------------
     def kinds(self, node: FNode, lanes: tuple, run: str) -> frozenset:
@@ -114,6 +117,7 @@ class Values:
                 continue
             out.append((g, k))
         if len(out) > _MAX_GUARDS:
+            self.merged = True
             return [(_T, _join(out))]
         return out or [(_T, frozenset())]
 

@@ -132,3 +132,19 @@ def test_split_kv_combine_of_the_tokens_own_segments_is_verified():
                              "acc_ptr": "index [row, *, * < p // SEG + 1, *]"}
     assert any("iterations paired by index" in step for step in result.steps)
     assert "dot-zero-terms" not in {t.id for t in result.trusted}
+
+
+def test_merged_value_classes_give_unknown_never_a_false_refutation(verify, tmp_path):
+    """A correct kernel whose scores pass through a float-valued where before the mask: the value
+    analysis merges its guard regions and can no longer show the masked probabilities are +0.
+    That is a loss of precision, not a counterexample, so the verdict is UNKNOWN."""
+    source = (KERNELS / "sliding_window.py").read_text(encoding="utf-8")
+    line = "        s = tl.dot(q, k, input_precision=\"ieee\") * sm_scale\n"
+    assert line in source
+    folded = tmp_path / "sliding_window.py"
+    folded.write_text(source.replace(line, line + "        s = tl.where(s < 0, -s, s)\n"), encoding="utf-8")
+    (tmp_path / "sliding_window.toml").write_text((KERNELS / "sliding_window.toml").read_text(encoding="utf-8"),
+                                                  encoding="utf-8")
+    result = verify(folded, "window_attention_kernel", **WINDOW)
+    assert result.verdict == "UNKNOWN", result.reason
+    assert "merged guard regions" in result.reason
