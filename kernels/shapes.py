@@ -98,6 +98,13 @@ PRESETS: dict[str, ModelShape] = {
                              tie_word_embeddings=True, rope_theta=1000000.0, rms_norm_eps=1e-6),
     "mistral-tiny": ModelShape(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=1, head_dim=16,
                                intermediate_size=224, vocab_size=256, page_size=16, rope_theta=1000000.0),
+    # Gemma3 for CPU tests: sliding layers (window 32, so CI prompts cross it) and full ones, head_dim
+    # 32 != hidden / heads, a query_pre_attn_scalar unlike head_dim (as Gemma3-27B's), tied embeddings.
+    "gemma3-tiny": ModelShape(hidden_size=64, num_layers=4, num_heads=4, num_kv_heads=2, head_dim=32,
+                              intermediate_size=128, vocab_size=256, page_size=16, has_qk_norm=True,
+                              tie_word_embeddings=True, rope_theta=1000000.0, rms_norm_eps=1e-6,
+                              attention_windows=(0, 32), norm_offset=True, embed_scale=True,
+                              activation="gelu_tanh", query_pre_attn_scalar=64.0, post_norms=True),
     # Qwen3-0.6B and Mistral-7B-v0.3 shapes (weights random-initialised; none are downloaded).
     "qwen3-0.6b": ModelShape(hidden_size=1024, num_layers=28, num_heads=16, num_kv_heads=8, head_dim=128,
                              intermediate_size=3072, vocab_size=151936, page_size=16, dtype="bfloat16",
@@ -106,13 +113,6 @@ PRESETS: dict[str, ModelShape] = {
     "mistral-7b": ModelShape(hidden_size=4096, num_layers=32, num_heads=32, num_kv_heads=8, head_dim=128,
                              intermediate_size=14336, vocab_size=32768, page_size=16, dtype="bfloat16",
                              rope_theta=1000000.0, max_position_embeddings=32768),
-    # Gemma3 for CPU tests: sliding layers (window 32, so CI prompts cross it) and full ones, head_dim
-    # 32 != hidden / heads, a query_pre_attn_scalar unlike head_dim (as Gemma3-27B's), tied embeddings.
-    "gemma3-tiny": ModelShape(hidden_size=64, num_layers=4, num_heads=4, num_kv_heads=2, head_dim=32,
-                              intermediate_size=128, vocab_size=256, page_size=16, has_qk_norm=True,
-                              tie_word_embeddings=True, rope_theta=1000000.0, rms_norm_eps=1e-6,
-                              attention_windows=(0, 32), norm_offset=True, embed_scale=True,
-                              activation="gelu_tanh", query_pre_attn_scalar=64.0, post_norms=True),
     # Gemma3-1B shape: 5 sliding layers (window 512) to 1 full, one KV head of head_dim 256.
     "gemma3-1b": ModelShape(hidden_size=1152, num_layers=26, num_heads=4, num_kv_heads=1, head_dim=256,
                             intermediate_size=6912, vocab_size=262144, page_size=16, dtype="bfloat16",
