@@ -112,24 +112,25 @@ def rope_config(*, head_dim: int, dtype: str) -> LaunchConfig:
                  {"head_dim": head_dim, "dtype": dtype})
 
 
-@lru_cache(maxsize=None)
-def silu_mul_config(*, intermediate_size: int, dtype: str) -> LaunchConfig:
-    """``silu(gate) * up``: one program per (token, column block)."""
+def _gated_config(kernel: str, intermediate_size: int, dtype: str) -> LaunchConfig:
+    """An ``act(gate) * up`` kernel over ``[T, 2 * I]``: one program per (token, column block)."""
     _check_positive(intermediate_size=intermediate_size)
     _check_dtype(dtype)
     block = min(_next_pow2(intermediate_size), 1024)
-    return _make("silu_mul", f"i{intermediate_size}", {"I": intermediate_size, "BLOCK_I": block, "DTYPE": dtype},
+    return _make(kernel, f"i{intermediate_size}", {"I": intermediate_size, "BLOCK_I": block, "DTYPE": dtype},
                  4, 1, {"intermediate_size": intermediate_size, "dtype": dtype})
+
+
+@lru_cache(maxsize=None)
+def silu_mul_config(*, intermediate_size: int, dtype: str) -> LaunchConfig:
+    """``silu(gate) * up``: one program per (token, column block)."""
+    return _gated_config("silu_mul", intermediate_size, dtype)
 
 
 @lru_cache(maxsize=None)
 def gelu_tanh_mul_config(*, intermediate_size: int, dtype: str) -> LaunchConfig:
     """GeGLU ``gelu_tanh(gate) * up``: one program per (token, column block), as :func:`silu_mul_config`."""
-    _check_positive(intermediate_size=intermediate_size)
-    _check_dtype(dtype)
-    block = min(_next_pow2(intermediate_size), 1024)
-    return _make("gelu_tanh_mul", f"i{intermediate_size}", {"I": intermediate_size, "BLOCK_I": block, "DTYPE": dtype},
-                 4, 1, {"intermediate_size": intermediate_size, "dtype": dtype})
+    return _gated_config("gelu_tanh_mul", intermediate_size, dtype)
 
 
 @lru_cache(maxsize=None)
