@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The comparison protocol at full scale for one preset on one CUDA GPU, its shards side by side.
+#
+#   bench/protocol_gpu.sh PRESET OUT_DIR [SHARDS [FIRST [LAST]]]
+#
+# Makes the preset's random checkpoint (seed 0) under $BITCASE_HOME/models/PRESET unless it is
+# there, pins D once (`bitcase check-config --write-deployment`, kept under $BITCASE_HOME so every
+# shard of the run, in this call or a later one on the same checkpoint and commit, names the same
+# D), then runs shards FIRST..LAST of SHARDS (default 4, all of them) of `bitcase compare --scale
+# full --device cuda` at the same time on the one GPU: each shard is its own process with its own
+# engines, so their bits are those of a run alone, and the GPU, mostly idle between one process's
+# small decode launches, runs several. SUITES (default "all") picks suites, e.g.
+# SUITES="batch chunk prefill-decode prefix"; SHARD_LIMIT_S (default 540) bounds every shard;
+# SCALE=ci DEVICE=cpu tries the script on a machine without a GPU.
+# Writes to OUT_DIR: compare-K.jsonl and shard-K.log per shard, check-config.jsonl,
+# deployment.json, summary.md (counts and seconds per suite, bench/compare_summary.py) and
+# protocol.log (times, exit codes, peak GPU memory). Exit 0 when every shard exited 0.
+set -uo pipefail
+preset=${1:?usage: bench/protocol_gpu.sh PRESET OUT_DIR [SHARDS [FIRST [LAST]]]}
+out=${2:?usage: bench/protocol_gpu.sh PRESET OUT_DIR [SHARDS [FIRST [LAST]]]}
+shards=${3:-4}
+first=${4:-1}
+last=${5:-$shards}
+home=${BITCASE_HOME:-$PWD/.bitcase-gpu}
+device=${DEVICE:-cuda}
+scale=${SCALE:-full}
+model=$home/models/$preset
+mkdir -p "$out" "$home/models"
+export PYTHONUNBUFFERED=1 COLUMNS=150
+log=$out/protocol.log
+bitcase=(python3 -m assurance.cli)
+stamp() { echo "$(date -u +%H:%M:%S) $*" | tee -a "$log"; }
+
+stamp "preset $preset, $scale scale on $device, shards $first..$last of $shards, suites ${SUITES:-all}"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >> "$log" 2>&1
+if [ ! -f "$model/config.json" ]; then
+  stamp "making $model"
+  "${bitcase[@]}" model make "$model" --preset "$preset" >> "$log" 2>&1 || { stamp "model make failed"; exit 1; }
+fi
+if [ ! -f "$home/deployment-$preset.json" ]; then
+  "${bitcase[@]}" check-config --model "$model" --device "$device" --scale "$scale" --out "$out/check-config.jsonl" \
+    --write-deployment "$home/deployment-$preset.json" >> "$log" 2>&1 || stamp "check-config exited $?"
+fi
+cp "$home/deployment-$preset.json" "$out/deployment.json"
+suite_args=()
+for s in ${SUITES:-all}; do suite_args+=(--suite "$s"); done
+
+nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 1000 > "$out/.memory" 2>/dev/null &
+sampler=$!
+started=$(date +%s)
+pids=()
+for k in $(seq "$first" "$last"); do
+  timeout -s TERM "${SHARD_LIMIT_S:-540}" "${bitcase[@]}" compare --model "$model" --device "$device" --scale "$scale" \
+    --shard "$k/$shards" "${suite_args[@]}" --deployment "$home/deployment-$preset.json" \
+    --out "$out/compare-$k.jsonl" > /dev/null 2> "$out/shard-$k.log" &
+  pids+=($!)
+done
+rc=0
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}"; code=$?
+  stamp "shard $((first + i))/$shards exited $code after $(( $(date +%s) - started )) s"
+  [ "$code" -ne 0 ] && rc=1
+done
+kill "$sampler" 2>/dev/null
+stamp "peak GPU memory $(sort -n "$out/.memory" | tail -1) MiB; all shards: $(( $(date +%s) - started )) s"
+rm -f "$out/.memory"
+bundles=$(ls "$out"/compare-*.jsonl 2>/dev/null)
+[ -n "$bundles" ] && python3 bench/compare_summary.py $bundles > "$out/summary.md" 2>> "$log"
+exit $rc
