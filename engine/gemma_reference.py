@@ -12,10 +12,11 @@ determinism witness.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 import torch
+
+from engine.reference_ops import linear, rms_norm, rope, rope_inv_freq
 
 __all__ = ["Gemma3Reference"]
 
@@ -23,7 +24,7 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 
 
 def _inv_freq(head_dim: int, params: dict[str, Any]) -> torch.Tensor:
-    inv_freq = 1.0 / (params["rope_theta"] ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    inv_freq = rope_inv_freq(params["rope_theta"], head_dim)
     kind = params.get("rope_type", params.get("type", "default"))
     assert kind in ("default", "linear"), f"reference does not implement Gemma3 rope type {kind!r}"
     return inv_freq / params["factor"] if kind == "linear" else inv_freq
@@ -58,20 +59,10 @@ class Gemma3Reference:
             self.w["lm_head.weight"] = self.w["model.embed_tokens.weight"]
 
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (1.0 + weight)
-
-    def _rope(self, x: torch.Tensor, positions: torch.Tensor, layer_type: str) -> torch.Tensor:
-        # x: [T, heads, D]
-        angles = positions[:, None].to(torch.float64) * self.inv_freq[layer_type][None, :]  # [T, D/2]
-        cos = torch.cat([angles.cos(), angles.cos()], -1)[:, None, :]
-        sin = torch.cat([angles.sin(), angles.sin()], -1)[:, None, :]
-        half = x.shape[-1] // 2
-        return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
+        return rms_norm(x, 1.0 + weight, self.eps)
 
     def _linear(self, x: torch.Tensor, name: str) -> torch.Tensor:
-        out = x @ self.w[name + ".weight"].T
-        bias = self.w.get(name + ".bias")
-        return out if bias is None else out + bias
+        return linear(x, self.w, name)
 
     @torch.no_grad()
     def logits(self, token_ids: Sequence[int]) -> torch.Tensor:
@@ -87,7 +78,8 @@ class Gemma3Reference:
             x = self._norm(h, self.w[p + "input_layernorm.weight"])
             q = self._norm(self._linear(x, p + "self_attn.q_proj").view(n, hq, d), self.w[p + "self_attn.q_norm.weight"])
             k = self._norm(self._linear(x, p + "self_attn.k_proj").view(n, hkv, d), self.w[p + "self_attn.k_norm.weight"])
-            q, k = self._rope(q, positions, layer_type), self._rope(k, positions, layer_type)
+            inv_freq = self.inv_freq[layer_type]
+            q, k = rope(q, positions, inv_freq), rope(k, positions, inv_freq)
             v = self._linear(x, p + "self_attn.v_proj").view(n, hkv, d)
             k, v = k.repeat_interleave(hq // hkv, dim=1), v.repeat_interleave(hq // hkv, dim=1)
             scores = torch.einsum("qhd,khd->hqk", q, k) * self.scaling

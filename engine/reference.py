@@ -19,6 +19,7 @@ import torch
 from safetensors.torch import load_file
 
 from engine.gemma_reference import Gemma3Reference
+from engine.reference_ops import linear, rms_norm, rope, rope_inv_freq
 
 __all__ = ["ReferenceModel"]
 
@@ -54,8 +55,7 @@ class ReferenceModel:
             self.w["lm_head.weight"] = self.w["model.embed_tokens.weight"]
 
     def _inv_freq(self, theta: float, scaling: dict | None) -> torch.Tensor:
-        d = self.head_dim
-        inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+        inv_freq = rope_inv_freq(theta, self.head_dim)
         kind = None if scaling is None else scaling.get("rope_type", scaling.get("type"))
         if kind in (None, "default"):
             return inv_freq
@@ -72,21 +72,10 @@ class ReferenceModel:
         return torch.where(medium, smoothed, llama)
 
     def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * weight
-
-    def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        # x: [T, heads, D]
-        angles = positions[:, None].to(torch.float64) * self.inv_freq[None, :]  # [T, D/2]
-        cos = torch.cat([angles.cos(), angles.cos()], -1)[:, None, :]
-        sin = torch.cat([angles.sin(), angles.sin()], -1)[:, None, :]
-        half = x.shape[-1] // 2
-        rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
-        return x * cos + rotated * sin
+        return rms_norm(x, weight, self.eps)
 
     def _linear(self, x: torch.Tensor, name: str) -> torch.Tensor:
-        out = x @ self.w[name + ".weight"].T
-        bias = self.w.get(name + ".bias")
-        return out if bias is None else out + bias
+        return linear(x, self.w, name)
 
     @torch.no_grad()
     def logits(self, token_ids: Sequence[int]) -> torch.Tensor:
@@ -108,7 +97,7 @@ class ReferenceModel:
             if self.architecture == "Qwen3ForCausalLM":  # per head, over head_dim, before RoPE
                 q = self._norm(q, self.w[p + "self_attn.q_norm.weight"])
                 k = self._norm(k, self.w[p + "self_attn.k_norm.weight"])
-            q, k = self._rope(q, positions), self._rope(k, positions)
+            q, k = rope(q, positions, self.inv_freq), rope(k, positions, self.inv_freq)
             v = self._linear(x, p + "self_attn.v_proj").view(n, hkv, d)
             k = k.repeat_interleave(hq // hkv, dim=1)
             v = v.repeat_interleave(hq // hkv, dim=1)

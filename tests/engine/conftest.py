@@ -1,6 +1,7 @@
 """Fixtures: random-initialised checkpoints written once per session, and small engine factories."""
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -85,4 +86,14 @@ def mistral_window_dir(tmp_path_factory) -> Path:
     directory = make_checkpoint("mistral-tiny", tmp_path_factory.mktemp("mistral_window"), seed=0)
     config = json.loads((directory / "config.json").read_text())
     (directory / "config.json").write_text(json.dumps({**config, "sliding_window": 32}))
+    return directory
+
+
+@pytest.fixture(scope="session")
+def gemma3_softcap_dir(gemma3_tiny_dir, tmp_path_factory) -> Path:
+    """gemma3-tiny with final_logit_softcapping 0.05, below the random model's largest logits."""
+    directory = tmp_path_factory.mktemp("gemma3_softcap") / "m"
+    shutil.copytree(gemma3_tiny_dir, directory)
+    config = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps({**config, "final_logit_softcapping": 0.05}))
     return directory

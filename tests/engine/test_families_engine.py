@@ -1,5 +1,6 @@
-"""Qwen3 and Mistral on the engine: fidelity to the float64 reference (a tolerance claim, separate from
-determinism) and bitwise batch invariance, chunking and decode == teacher-forced prefill (CPU)."""
+"""Qwen3, Mistral, Gemma3 and windowed Mistral on the engine: fidelity to the float64 reference (a tolerance
+claim, separate from determinism) and bitwise batch invariance, chunking and decode == teacher-forced prefill
+(CPU). What each Qwen3 feature contributes is here; Gemma3's and the window's, in test_gemma3_engine.py."""
 
 import json
 import shutil
@@ -17,7 +18,8 @@ from tests.engine.test_determinism import GREEDY, PROMPTS, assert_bitwise_equal,
 from tests.engine.test_fidelity import PROMPTS as FIDELITY_PROMPTS
 from tests.engine.test_fidelity import TOLERANCE, max_reference_difference
 
-FAMILIES = ["qwen3_tiny_dir", "mistral_tiny_dir"]
+# gemma3-tiny and mistral-window cross their window of 32 keys (test_gemma3_engine.py checks the prompts do)
+FAMILIES = ["qwen3_tiny_dir", "mistral_tiny_dir", "gemma3_tiny_dir", "mistral_window_dir"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -82,9 +84,10 @@ def test_decode_rows_equal_teacher_forced_prefill(request, family):
         assert torch.equal(forced.trace.entries[0].logits, ref.trace.entries[i].logits)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", FAMILIES + ["gemma3_softcap_dir"])
 def test_check_mode_accepts_every_launch_of_the_family(request, family):
-    """Check mode counts the launches a forward owes: Qwen3's q/k norms and split RoPE included."""
+    """Check mode counts the launches a forward owes: Qwen3's q/k norms and split RoPE, Gemma's six norms a
+    layer, GeGLU, the softcap."""
     directory = request.getfixturevalue(family)
     (ref,) = singletons(directory, [GREEDY])
     (out,) = LLM(directory, check_mode=True, **SMALL_ENGINE).generate([PROMPTS[0]], GREEDY)

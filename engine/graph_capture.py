@@ -1,0 +1,99 @@
+"""CUDA graphs of a runner's padded steps, shared by padded decode (engine/cuda_graphs.py) and padded
+mixed steps (engine/mixed_graphs.py).
+
+A padded step is the forward under the runner's plan plus the greedy argmax. At start-up, for each
+padded shape, largest first: stage an all-padding step (it touches only scratch pages), run it once
+eagerly (Triton compiles there, never during capture), then capture it into one graph; all graphs
+share one memory pool and keep their outputs. A step staged into the same buffers replays the graph
+of its shape: the kernels, launch configurations and tensor addresses are the captured ones, so the
+launches recorded at capture are the step's launches (check mode reads them). Metadata checks read
+index tensors back to the host, which a graph cannot do: in check mode they run on the staged step
+before each replay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Hashable, Iterable, TypeVar
+
+import torch
+
+from engine.model import ForwardBatch
+from engine.sampler import greedy_tokens
+from kernels import metadata
+from kernels.launch import LaunchRecord, record_launches, use_plan
+
+if TYPE_CHECKING:
+    from engine.model_runner import ModelRunner
+
+__all__ = ["Captured", "StepOutputs", "capture_all", "check_inputs", "padded_forward", "run_padded"]
+
+Shape = TypeVar("Shape", bound=Hashable)
+# (logits [S, V] float32, greedy tokens [S] int64, finiteness flags [T] float32, launches): S sampled
+# rows and T forward rows of the padded shape, padding after the real ones
+StepOutputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[LaunchRecord]]
+
+
+@dataclass(frozen=True, slots=True)
+class Captured:
+    """A captured padded step and the outputs every replay rewrites."""
+
+    graph: torch.cuda.CUDAGraph
+    logits: torch.Tensor  # [S, V] float32
+    tokens: torch.Tensor  # [S] int64 greedy tokens
+    nonfinite: torch.Tensor  # [T] float32 finiteness flags
+    launches: tuple[LaunchRecord, ...]
+
+
+@torch.inference_mode()
+def padded_forward(runner: "ModelRunner", batch: ForwardBatch, *, check_metadata: bool) -> StepOutputs:
+    """The padded forward, eagerly (what a graph captures), with each sampled row's greedy token."""
+    with use_plan(runner.plan, check_metadata=check_metadata), record_launches() as launches:
+        logits, nonfinite = runner.model.forward(batch, runner.kv)
+    return logits, greedy_tokens(logits), nonfinite, launches
+
+
+def run_padded(runner: "ModelRunner", captured: Captured | None, batch: ForwardBatch) -> StepOutputs:
+    """Replay ``captured`` on the staged ``batch``; with no graph (the CPU), the same padded step eagerly."""
+    if captured is None:
+        return padded_forward(runner, batch, check_metadata=runner.check_metadata)
+    if runner.check_metadata:
+        check_inputs(runner, batch)
+    captured.graph.replay()
+    return captured.logits, captured.tokens, captured.nonfinite, list(captured.launches)
+
+
+def capture_all(runner: "ModelRunner", shapes: Iterable[Shape],
+                stage: Callable[[Shape], ForwardBatch]) -> dict[Shape, Captured]:
+    """One graph per shape, captured in the order given (largest first: smaller ones reuse its pool
+    blocks); ``stage(shape)`` stages the all-padding step of ``shape`` in the buffers replays use."""
+    graphs: dict[Shape, Captured] = {}
+    pool = torch.cuda.graph_pool_handle()
+    # torch's default capture stream is created once per process, on whichever device was
+    # current then: capture on a stream of this engine's device
+    capture_stream = torch.cuda.Stream()
+    for shape in shapes:
+        batch = stage(shape)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            padded_forward(runner, batch, check_metadata=False)  # warm-up: compiles; writes only scratch pages
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        # thread_local: digest worker threads may run meanwhile (they never touch the stream)
+        with torch.cuda.graph(graph, pool=pool, stream=capture_stream, capture_error_mode="thread_local"):
+            logits, tokens, nonfinite, launches = padded_forward(runner, batch, check_metadata=False)
+        graphs[shape] = Captured(graph, logits, tokens, nonfinite, tuple(launches))
+    torch.cuda.synchronize()
+    return graphs
+
+
+def check_inputs(runner: "ModelRunner", batch: ForwardBatch) -> None:
+    """The index checks kernels/ops.py makes before eager launches, on a staged padded batch."""
+    kv_pages, page_size = runner.kv.k.shape[1], runner.kv.k.shape[2]
+    metadata.check_token_ids(batch.input_ids, runner.model.spec.vocab_size)
+    metadata.check_positions(batch.positions, runner.model.cos_sin.shape[0])
+    metadata.check_slots(batch.slot_mapping, kv_pages * page_size)
+    metadata.check_attention_metadata(batch.query_start_loc, batch.seq_lens, batch.block_table,
+                                      batch.input_ids.shape[0], kv_pages, page_size)
