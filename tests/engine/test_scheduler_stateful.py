@@ -147,7 +147,11 @@ class SchedulerMachine(RuleBasedStateMachine):
 
     @rule()
     def drain(self):
-        for i in range(400):
+        # A bound on steps from the work left, so many queued requests are not mistaken for a
+        # livelock: each step advances some request by a token, and preemption may recompute a
+        # request's whole history (x4 is that margin).
+        work = sum(len(s.prompt_token_ids) + s.params.max_tokens for s in self.live.values())
+        for i in range(50 + 4 * work):
             if not self.scheduler.has_unfinished():
                 break
             self.step(look_ahead=i % 3 != 2)
