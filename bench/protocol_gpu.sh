@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
-# The comparison protocol at full scale for one preset on one CUDA GPU, its shards side by side.
+# The comparison protocol at full scale for one preset on one CUDA GPU, shard by shard.
 #
 #   bench/protocol_gpu.sh PRESET OUT_DIR [SHARDS [FIRST [LAST]]]
 #
 # Makes the preset's random checkpoint (seed 0) under $BITCASE_HOME/models/PRESET unless it is
 # there, pins D once (`bitcase check-config --write-deployment`, kept under $BITCASE_HOME so every
 # shard of the run, in this call or a later one on the same checkpoint and commit, names the same
-# D), then runs shards FIRST..LAST of SHARDS (default 4, all of them) of `bitcase compare --scale
-# full --device cuda` at the same time on the one GPU: each shard is its own process with its own
-# engines, so their bits are those of a run alone, and the GPU, mostly idle between one process's
-# small decode launches, runs several. SUITES (default "all") picks suites, e.g.
-# SUITES="batch chunk prefill-decode prefix"; SHARD_LIMIT_S (default 540) bounds every shard;
-# SCALE=ci DEVICE=cpu tries the script on a machine without a GPU.
-# Writes to OUT_DIR: compare-K.jsonl and shard-K.log per shard, check-config.jsonl,
-# deployment.json, summary.md (counts and seconds per suite, bench/compare_summary.py) and
-# protocol.log (times, exit codes, peak GPU memory). Exit 0 when every shard exited 0.
+# D), then runs shards FIRST..LAST of SHARDS (default 1: the whole run) of `bitcase compare --scale
+# full --device cuda`, one after another. A shard's bundle is written when the shard ends, so on a
+# machine lent for a few minutes at a time pick SHARDS so that one shard fits, and run the rest in
+# later calls (every shard's units are fixed by SHARDS alone, and the shards' bundles together are
+# the whole run). Shards are not run side by side on one GPU: each shard starts its own cold-
+# reference worker processes, each with its own engine and K/V pool, and four shards of
+# qwen3-0.6b side by side took all 140 GiB of an H200 and failed most units out of memory.
+# SUITES (default "all") picks suites, e.g. SUITES="batch chunk prefill-decode prefix fidelity";
+# SHARD_LIMIT_S (default 540) bounds every shard; SCALE=ci DEVICE=cpu tries the script on a
+# machine without a GPU. Writes to OUT_DIR: compare-K.jsonl and shard-K.log per shard,
+# check-config.jsonl, deployment.json, summary.md (counts and seconds per suite,
+# bench/compare_summary.py) and protocol.log (times, exit codes, peak GPU memory). Exit 0 when
+# every shard exited 0.
 set -uo pipefail
 preset=${1:?usage: bench/protocol_gpu.sh PRESET OUT_DIR [SHARDS [FIRST [LAST]]]}
 out=${2:?usage: bench/protocol_gpu.sh PRESET OUT_DIR [SHARDS [FIRST [LAST]]]}
-shards=${3:-4}
+shards=${3:-1}
 first=${4:-1}
 last=${5:-$shards}
 home=${BITCASE_HOME:-$PWD/.bitcase-gpu}
@@ -48,17 +52,13 @@ for s in ${SUITES:-all}; do suite_args+=(--suite "$s"); done
 nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 1000 > "$out/.memory" 2>/dev/null &
 sampler=$!
 started=$(date +%s)
-pids=()
+rc=0
 for k in $(seq "$first" "$last"); do
   timeout -s TERM "${SHARD_LIMIT_S:-540}" "${bitcase[@]}" compare --model "$model" --device "$device" --scale "$scale" \
     --shard "$k/$shards" "${suite_args[@]}" --deployment "$home/deployment-$preset.json" \
-    --out "$out/compare-$k.jsonl" > /dev/null 2> "$out/shard-$k.log" &
-  pids+=($!)
-done
-rc=0
-for i in "${!pids[@]}"; do
-  wait "${pids[$i]}"; code=$?
-  stamp "shard $((first + i))/$shards exited $code after $(( $(date +%s) - started )) s"
+    --out "$out/compare-$k.jsonl" > /dev/null 2> "$out/shard-$k.log"
+  code=$?
+  stamp "shard $k/$shards exited $code after $(( $(date +%s) - started )) s"
   [ "$code" -ne 0 ] && rc=1
 done
 kill "$sampler" 2>/dev/null
