@@ -10,7 +10,8 @@
 # full --device cuda`, one after another. A shard's bundle is written when the shard ends, so on a
 # machine lent for a few minutes at a time pick SHARDS so that one shard fits, and run the rest in
 # later calls (every shard's units are fixed by SHARDS alone, and the shards' bundles together are
-# the whole run). Shards are not run side by side on one GPU: each shard starts its own cold-
+# the whole run). A shard stopped at SHARD_LIMIT_S writes the units it finished; `bitcase compare
+# ... --resume compare-K.jsonl --out compare-K-rest.jsonl` runs its other units. Shards are not run side by side on one GPU: each shard starts its own cold-
 # reference worker processes, each with its own engine and K/V pool, and four shards of
 # qwen3-0.6b side by side took all 140 GiB of an H200 and failed most units out of memory.
 # SUITES (default "all") picks suites, e.g. SUITES="batch chunk prefill-decode prefix fidelity";

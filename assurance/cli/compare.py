@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Iterator, Literal, Optional
 
 import typer
 
@@ -99,6 +101,10 @@ def compare(
         "--worker-timeout", metavar="SECONDS",
         help="Seconds a reference worker or shard process may stay silent before its comparisons fail "
              "(default: $BITCASE_WORKER_TIMEOUT, else 900).", show_default=False)] = None,
+    resume: Annotated[Optional[Path], typer.Option(
+        "--resume", metavar="FILE", dir_okay=False,
+        help="The bundle an interrupted run of the same command wrote: its units are not run again and "
+             "--out (another file) gets the rest; ingest both.", show_default=False)] = None,
     json_output: JsonOption = False,
 ) -> None:
     """Run the bitwise comparison suites on the engine and write test_result evidence.
@@ -106,10 +112,13 @@ def compare(
     Every comparison is bitwise on full float32 logit rows, tokens and sampler states, against
     cold references; missing witnesses (no chunking, no cache hit, no eviction) are errors. The
     runtime configuration checks run too. Exit 1 if any record is not a pass.
+
+    Interrupted (Ctrl-C, or SIGTERM as a time limit sends), a one-process run writes the units
+    that finished to --out and exits 1; --resume with that bundle runs the rest.
     """
     import sys
 
-    from engine.compare.api import CompareInputError, plan, run_suites
+    from engine.compare.api import CompareInputError, CompareInterrupted, plan, run_suites
     from engine.compare.progress import ProgressEvent
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -118,6 +127,9 @@ def compare(
     suites = [s.value for s in suite] if suite else ["all"]
     expected = _load_deployment(deployment)
     signer = _signer(sign_key)
+    if resume is not None and gpus > 1:
+        fail("--resume and --gpus cannot be combined", hint="resume each shard with --shard I/N --resume FILE")
+    done, has_runtime = _written(resume, out) if resume is not None else (set(), False)
     try:
         plan(model, suites, scale, shard=shard, device=device)
         worker_timeout = resolve_timeout(worker_timeout)
@@ -141,9 +153,67 @@ def compare(
             records = _run_on_gpus(model, suites, scale, gpus, expected, label, command, progress,
                                    worker_timeout)
         else:
-            records = run_suites(model, suites, scale=scale, device=device, shard=shard, progress=progress,
-                                 deployment=expected, label=label, command=command, worker_timeout=worker_timeout)
+            try:
+                with _sigterm_interrupts():
+                    records = run_suites(model, suites, scale=scale, device=device, shard=shard, progress=progress,
+                                         deployment=expected, label=label, command=command,
+                                         worker_timeout=worker_timeout, done=done, runtime=not has_runtime)
+            except CompareInterrupted as exc:
+                bar.stop()
+                _interrupted(exc, out, signer)
     _finish(records, out, json_output, {"scale": scale, "shard": shard, "device": device, "gpus": gpus}, signer)
+
+
+def _written(resume: Path, out: Path) -> tuple[set[str], bool]:
+    """Record ids in the bundle an interrupted run wrote, and whether it holds runtime checks."""
+    if resume.resolve() == out.resolve():
+        fail(f"--resume {resume} and --out {out} are one file: the finished units' records would be replaced",
+             hint="write the rest to another file, e.g. --out rest.jsonl")
+    ids, has_runtime = set(), False
+    try:
+        with open(resume, encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                    ids.add(record["id"])
+                except (ValueError, KeyError, TypeError) as exc:
+                    fail(f"{resume}:{number}: not an evidence record ({type(exc).__name__}: {exc})",
+                         hint="--resume takes the bundle an interrupted `bitcase compare` wrote")
+                has_runtime = has_runtime or record.get("category") == "runtime_config_check"
+    except OSError as exc:
+        fail(f"cannot read --resume {resume}: {exc}")
+    return ids, has_runtime
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """Inside the block SIGTERM (a time limit's signal) interrupts like Ctrl-C, so finished units are kept."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupted(exc, out: Path, signer) -> None:
+    from evidence_db.bundle import write_bundle
+
+    if not exc.records:
+        fail(f"interrupted before any unit finished; nothing written ({len(exc.remaining)} units not run)",
+             code=EXIT_FINDINGS)
+    try:
+        count = write_bundle(out, exc.records, signer=signer)
+    except OSError as err:
+        fail(f"interrupted, and cannot write the bundle {out}: {err}", code=EXIT_FINDINGS)
+    fail(f"interrupted: {len(exc.finished)} of {len(exc.finished) + len(exc.remaining)} units finished; "
+         f"{count} records written to {out} (no runtime checks yet)",
+         hint=f"run the same command with --resume {out} --out OTHER.jsonl for the other units, then ingest both",
+         code=EXIT_FINDINGS)
 
 
 def _check_gpus(gpus: int, device: str, shard: str) -> None:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Collection, Sequence
 
 from engine.compare.identity import RunIdentity, code_subjects, core_digest, model_subject, producer, run_key
 from engine.compare.progress import ProgressCallback
 from engine.compare.protocol import PROTOCOL_SEED, PROTOCOL_VERSION, SUITES, suite_names
-from engine.compare.records import unit_records
+from engine.compare.records import record_id, unit_records
 from engine.compare.reference_worker import DEFAULT_FACTORY, load_factory
-from engine.compare.runner import plan_units, run_units
+from engine.compare.runner import RunInterrupted, plan_units, run_units
 from engine.compare.scales import ScaleSpec, scale_spec
 from engine.compare.sharding import Shard, parse_shard, select
 from engine.compare.units import Unit
@@ -28,11 +28,19 @@ if TYPE_CHECKING:
     from engine.config import EngineConfig
 
 __all__ = ["run_suites", "runtime_checks", "plan", "deployment_for", "run_key_for", "selected_suites",
-           "CompareInputError"]
+           "CompareInputError", "CompareInterrupted"]
 
 
 class CompareInputError(ValueError):
     """Bad input to a compare run (unknown suite, scale or shard; a model the scale cannot run)."""
+
+
+class CompareInterrupted(Exception):
+    """A run stopped by KeyboardInterrupt: ``records`` of the units that finished, ``remaining`` unit ids."""
+
+    def __init__(self, records: list[EvidenceRecord], finished: Sequence[str], remaining: Sequence[str]) -> None:
+        super().__init__(f"interrupted after {len(finished)} of {len(finished) + len(remaining)} units")
+        self.records, self.finished, self.remaining = records, list(finished), list(remaining)
 
 
 def selected_suites(suites: str | Sequence[str]) -> tuple[str, ...]:
@@ -100,7 +108,8 @@ def run_suites(model_dir: str | Path, suites: str | Sequence[str] = "all", scale
                device: str = "cpu", shard: str | Shard = "1/1", progress: ProgressCallback | None = None, *,
                deployment: Deployment | None = None, factory: str = DEFAULT_FACTORY, label: str = "",
                command: Sequence[str] | None = None, seed: int = PROTOCOL_SEED,
-               runtime: bool = True, worker_timeout: float | None = None) -> list[EvidenceRecord]:
+               runtime: bool = True, worker_timeout: float | None = None,
+               done: Collection[str] = ()) -> list[EvidenceRecord]:
     """Run the comparison protocol on the engine and return evidence records.
 
     Parameters
@@ -120,10 +129,13 @@ def run_suites(model_dir: str | Path, suites: str | Sequence[str] = "all", scale
     runtime : also run :func:`runtime_checks` and append its records.
     worker_timeout : seconds a cold-reference worker may stay silent before its pending references
         fail (default ``$BITCASE_WORKER_TIMEOUT``, else 900); see ``engine/compare/worker_client.py``.
+    done : record ids already written by an interrupted run of the same shard (its bundle); units
+        whose record is among them are not run again, so the two bundles together are the shard.
 
     Returns ``test_result`` records (one per unit, one per failing or erroring comparison; see
     ``engine/compare/records.py``) and, with ``runtime``, ``runtime_config_check`` records.
-    Raises :class:`CompareInputError` for bad input before anything runs.
+    Raises :class:`CompareInputError` for bad input before anything runs, and
+    :class:`CompareInterrupted` (the finished units' records, no runtime checks) on KeyboardInterrupt.
     """
     model_dir = Path(model_dir)
     spec, shard_obj, vocab_size = _inputs(model_dir, scale, shard, device)
@@ -137,9 +149,14 @@ def run_suites(model_dir: str | Path, suites: str | Sequence[str] = "all", scale
     key = run_key_for(deployment, spec.name, label=label, seed=seed)
     all_units = plan_units(names, spec, vocab_size, seed)
     started = utc_now()
-    outcomes = run_units(select(all_units, shard_obj), model_dir=model_dir, scale=spec, vocab_size=vocab_size,
-                         seed=seed, device=device, factory=load_factory(factory), factory_spec=factory,
-                         expected_core=core_digest(deployment), progress=progress, worker_timeout=worker_timeout)
+    todo = [u for u in select(all_units, shard_obj) if record_id(key, u.unit_id) not in done]
+    interrupted = False
+    try:
+        outcomes = run_units(todo, model_dir=model_dir, scale=spec, vocab_size=vocab_size, seed=seed, device=device,
+                             factory=load_factory(factory), factory_spec=factory,
+                             expected_core=core_digest(deployment), progress=progress, worker_timeout=worker_timeout)
+    except RunInterrupted as exc:
+        outcomes, interrupted = exc.outcomes, True
     identity = RunIdentity(key=key, deployment=deployment, subjects=subjects, scale=spec.name, seed=seed,
                            shard=str(shard_obj), producer=producer("bitcase compare", command or sys.argv,
                                                                    _accelerator(device), started, utc_now()))
@@ -147,6 +164,9 @@ def run_suites(model_dir: str | Path, suites: str | Sequence[str] = "all", scale
     for u in all_units:
         suite_units.setdefault(u.suite, []).append(u.unit_id)
     records = [r for o in outcomes for r in unit_records(o, identity, suite_units[o.unit.suite])]
+    if interrupted:
+        raise CompareInterrupted(records, [o.unit.unit_id for o in outcomes],
+                                 [u.unit_id for u in todo[len(outcomes):]])
     if runtime:
         records += runtime_checks(model_dir, device, spec.name, deployment=deployment, command=command,
                                   source=f"bitcase compare, shard {shard_obj}")

@@ -30,9 +30,10 @@ __all__ = ["unit_records", "record_id"]
 _MAX_LISTED_FINDINGS = 50
 
 
-def record_id(identity: RunIdentity, name: str) -> str:
-    """``compare.<run key>.<unit or comparison id>``."""
-    return f"compare.{identity.key}.{name}"
+def record_id(identity: RunIdentity | str, name: str) -> str:
+    """``compare.<run key>.<unit or comparison id>`` (``identity``: the run's identity or its key)."""
+    key = identity if isinstance(identity, str) else identity.key
+    return f"compare.{key}.{name}"
 
 
 def _summary(outcome: UnitOutcome) -> str:

@@ -15,10 +15,18 @@ from engine.compare.scales import ScaleSpec
 from engine.compare.suites import batch, chunk, fidelity, negative, prefill_decode, prefix, schedule
 from engine.compare.units import Unit
 
-__all__ = ["PLANNERS", "plan_units", "run_units"]
+__all__ = ["PLANNERS", "RunInterrupted", "plan_units", "run_units"]
 
 PLANNERS = {"batch": batch, "chunk": chunk, "prefill-decode": prefill_decode, "prefix": prefix,
             "schedule": schedule, "negative-control": negative, "fidelity": fidelity}
+
+
+class RunInterrupted(Exception):
+    """The run was interrupted (KeyboardInterrupt): ``outcomes`` are the units that finished before it."""
+
+    def __init__(self, outcomes: list[UnitOutcome]) -> None:
+        super().__init__(f"interrupted after {len(outcomes)} finished units")
+        self.outcomes = outcomes
 
 
 def plan_units(suites: Sequence[str], scale: ScaleSpec, vocab_size: int, seed: int) -> list[Unit]:
@@ -48,7 +56,8 @@ def run_units(units: Sequence[Unit], *, model_dir: Path, scale: ScaleSpec, vocab
 
     Cold references come from fresh worker processes started on first use; the negative control
     gets its own perturbed engine and its own perturbed reference workers. ``worker_timeout``
-    bounds a worker's silence (``worker_client.resolve_timeout``).
+    bounds a worker's silence (``worker_client.resolve_timeout``). A KeyboardInterrupt drops the
+    unit in progress, stops the workers and raises :class:`RunInterrupted` with the finished units.
     """
     base = base_overrides(scale, device)
     pools: list[ReferencePool] = []
@@ -65,6 +74,7 @@ def run_units(units: Sequence[Unit], *, model_dir: Path, scale: ScaleSpec, vocab
         return contexts[perturbation]
 
     outcomes: list[UnitOutcome] = []
+    interrupted = False
     if progress is not None:
         progress(ProgressEvent("start", f"{len(units)} units", total=len(units)))
     try:
@@ -80,7 +90,11 @@ def run_units(units: Sequence[Unit], *, model_dir: Path, scale: ScaleSpec, vocab
             if progress is not None:
                 progress(ProgressEvent("unit", f"{unit.unit_id}: {outcome.status}", done=len(outcomes),
                                        total=len(units), unit_id=unit.unit_id, status=outcome.status))
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
         for pool in pools:
             pool.close()
+    if interrupted:
+        raise RunInterrupted(outcomes)
     return outcomes
