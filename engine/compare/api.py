@@ -35,8 +35,11 @@ class CompareInputError(ValueError):
     """Bad input to a compare run (unknown suite, scale or shard; a model the scale cannot run)."""
 
 
-class CompareInterrupted(Exception):
-    """A run stopped by KeyboardInterrupt: ``records`` of the units that finished, ``remaining`` unit ids."""
+class CompareInterrupted(KeyboardInterrupt):
+    """A run stopped by KeyboardInterrupt: ``records`` of the units that finished, ``remaining`` unit ids.
+
+    Still a KeyboardInterrupt, so a caller that does not keep partial runs (``bitcase assure``,
+    which stores whole suites) stops as before."""
 
     def __init__(self, records: list[EvidenceRecord], finished: Sequence[str], remaining: Sequence[str]) -> None:
         super().__init__(f"interrupted after {len(finished)} of {len(finished) + len(remaining)} units")

@@ -21,8 +21,10 @@ PLANNERS = {"batch": batch, "chunk": chunk, "prefill-decode": prefill_decode, "p
             "schedule": schedule, "negative-control": negative, "fidelity": fidelity}
 
 
-class RunInterrupted(Exception):
-    """The run was interrupted (KeyboardInterrupt): ``outcomes`` are the units that finished before it."""
+class RunInterrupted(KeyboardInterrupt):
+    """The run was interrupted (KeyboardInterrupt): ``outcomes`` are the units that finished before it.
+
+    Still a KeyboardInterrupt, so a caller that does not keep partial runs stops as before."""
 
     def __init__(self, outcomes: list[UnitOutcome]) -> None:
         super().__init__(f"interrupted after {len(outcomes)} finished units")
