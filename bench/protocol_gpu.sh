@@ -10,10 +10,12 @@
 # full --device cuda`, one after another. A shard's bundle is written when the shard ends, so on a
 # machine lent for a few minutes at a time pick SHARDS so that one shard fits, and run the rest in
 # later calls (every shard's units are fixed by SHARDS alone, and the shards' bundles together are
-# the whole run). A shard stopped at SHARD_LIMIT_S writes the units it finished; `bitcase compare
-# ... --resume compare-K.jsonl --out compare-K-rest.jsonl` runs its other units. Shards are not run side by side on one GPU: each shard starts its own cold-
-# reference worker processes, each with its own engine and K/V pool, and four shards of
-# qwen3-0.6b side by side took all 140 GiB of an H200 and failed most units out of memory.
+# the whole run). A shard stopped at SHARD_LIMIT_S writes the units it finished; calling the script
+# again with the same OUT_DIR resumes it (`bitcase compare --resume`, from the bundles it has, into
+# compare-K.rN.jsonl) and skips shards that ended with exit 0 (marked shard-K.done). Shards are not
+# run side by side on one GPU: each shard starts its own cold-reference worker processes, each
+# with its own engine and K/V pool, and four shards of qwen3-0.6b side by side took all 140 GiB of
+# an H200 and failed most units out of memory.
 # SUITES (default "all") picks suites, e.g. SUITES="batch chunk prefill-decode prefix fidelity";
 # SHARD_LIMIT_S (default 540) bounds every shard; SCALE=ci DEVICE=cpu tries the script on a
 # machine without a GPU. Writes to OUT_DIR: compare-K.jsonl and shard-K.log per shard,
@@ -55,12 +57,22 @@ sampler=$!
 started=$(date +%s)
 rc=0
 for k in $(seq "$first" "$last"); do
+  if [ -f "$out/shard-$k.done" ]; then stamp "shard $k/$shards already done"; continue; fi
+  parts=$(ls "$out/compare-$k.jsonl" "$out"/compare-$k.r*.jsonl 2>/dev/null)
+  resume=() target=$out/compare-$k.jsonl
+  if [ -n "$parts" ]; then  # an earlier call stopped this shard: run the units its bundles lack
+    cat $parts > "$out/.resume-$k.jsonl"
+    target=$out/compare-$k.r$(echo "$parts" | wc -l).jsonl
+    resume=(--resume "$out/.resume-$k.jsonl")
+    stamp "shard $k/$shards resumes from" $parts
+  fi
   timeout -s TERM "${SHARD_LIMIT_S:-540}" "${bitcase[@]}" compare --model "$model" --device "$device" --scale "$scale" \
-    --shard "$k/$shards" "${suite_args[@]}" --deployment "$home/deployment-$preset.json" \
-    --out "$out/compare-$k.jsonl" > /dev/null 2> "$out/shard-$k.log"
+    --shard "$k/$shards" "${suite_args[@]}" --deployment "$home/deployment-$preset.json" "${resume[@]}" \
+    --out "$target" > /dev/null 2>> "$out/shard-$k.log"
   code=$?
+  rm -f "$out/.resume-$k.jsonl"
   stamp "shard $k/$shards exited $code after $(( $(date +%s) - started )) s"
-  [ "$code" -ne 0 ] && rc=1
+  if [ "$code" -eq 0 ]; then touch "$out/shard-$k.done"; else rc=1; fi
 done
 kill "$sampler" 2>/dev/null
 stamp "peak GPU memory $(sort -n "$out/.memory" | tail -1) MiB; all shards: $(( $(date +%s) - started )) s"

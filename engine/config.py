@@ -12,9 +12,10 @@ from dataclasses import dataclass, fields
 from engine.decode_padding import graph_batch_sizes, graph_table_widths
 from engine.mixed_padding import graph_token_buckets
 
-__all__ = ["EngineConfig", "DTYPES"]
+__all__ = ["EngineConfig", "DTYPES", "GRAPH_CAPTURE"]
 
 DTYPES = ("float32", "bfloat16")
+GRAPH_CAPTURE = ("startup", "on_demand")
 _DEVICE_RE = re.compile(r"^(cpu|cuda(:\d+)?)$")
 
 
@@ -34,6 +35,13 @@ class EngineConfig:
     with prefill rows and no prompt logits is padded likewise, to one of
     :attr:`graph_token_buckets` rows and a batch size above its chunk count
     (engine/mixed_padding.py). The mode, the sizes, the widths and the buckets are part of D.
+
+    ``graph_capture`` says when those graphs are captured: ``"startup"`` captures every shape
+    before the first step (no step pays a capture; what serving wants), ``"on_demand"`` captures a
+    shape in the first step that needs it (an engine that runs a handful of shapes starts in a
+    fraction of the time; the comparison suites start hundreds of engines). Either way a step
+    replays the graph of its shape, captured from the same padded forward (engine/graph_capture.py),
+    so the choice changes no bit and is not part of D.
 
     ``overlap_decode`` (effective with ``cuda_graphs`` and outside check mode) launches the
     next decode step of greedy requests before the host reads the current one's rows
@@ -61,6 +69,7 @@ class EngineConfig:
     cuda_graphs: bool = False
     overlap_decode: bool = True  # with cuda_graphs: launch a greedy decode step before reading the previous one
     check_finite: bool = True  # the run-time attention finiteness check (part of D)
+    graph_capture: str = "startup"  # with cuda_graphs on CUDA: "startup" or "on_demand" (not part of D)
 
     def __post_init__(self) -> None:
         for name in ("page_size", "num_pages", "max_num_seqs", "max_num_batched_tokens",
@@ -84,6 +93,8 @@ class EngineConfig:
             raise ValueError(f"EngineConfig.device {self.device!r} is not 'cpu', 'cuda' or 'cuda:N'")
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ValueError(f"EngineConfig.dtype {self.dtype!r} is not one of {DTYPES}")
+        if self.graph_capture not in GRAPH_CAPTURE:
+            raise ValueError(f"EngineConfig.graph_capture {self.graph_capture!r} is not one of {GRAPH_CAPTURE}")
         for name in ("cuda_graphs", "overlap_decode", "check_finite"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"EngineConfig.{name} must be True or False, got {getattr(self, name)!r}")

@@ -1,5 +1,6 @@
-"""Padded decode steps: CUDA graphs captured once per graph batch size and table width and replayed
-(CUDA), or the same padded forward run eagerly (CPU, where graphs do not exist).
+"""Padded decode steps: CUDA graphs captured once per graph batch size and table width (at start-up
+or on demand) and replayed (CUDA), or the same padded forward run eagerly (CPU, where graphs do
+not exist).
 
 A decode step's batch is padded to the next graph batch size and table width
 (engine/decode_padding.py) and staged into the decode buffers; capture and replay are
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 import torch
 
 from engine.decode_padding import PaddedDecodeBatch, graph_batch_size, pad_decode
-from engine.graph_capture import Captured, StepOutputs, capture_all, padded_forward, run_padded
+from engine.graph_capture import GraphSet, StepOutputs, padded_forward, run_padded
 from engine.model import ForwardBatch
 
 if TYPE_CHECKING:
@@ -30,10 +31,11 @@ class PaddedDecode:
         self.runner = runner
         self.sizes = runner.config.graph_batch_sizes
         self.widths = runner.config.graph_table_widths
-        self.graphs: dict[tuple[int, int], Captured] = {}  # by (batch size, table width)
+        self.graphs: GraphSet[tuple[int, int]] | None = None  # by (batch size, table width); None on the CPU
         if runner.device.type == "cuda":
             shapes = sorted(((s, w) for s in self.sizes for w in self.widths), reverse=True)  # largest first
-            self.graphs = capture_all(runner, shapes, self._stage_padding)
+            self.graphs = GraphSet(runner, shapes, self._stage_padding,
+                                   on_demand=runner.config.graph_capture == "on_demand")
 
     def pad(self, chunks: Sequence["Chunk"], *, tokens_on_device: bool = False) -> PaddedDecodeBatch:
         """The padded batch of a decode step."""
@@ -50,13 +52,15 @@ class PaddedDecode:
         step's greedy tokens still on the device, copied into the inputs there.
         """
         buffers = self.runner.buffers
+        padded = self.pad(chunks, tokens_on_device=tokens_from is not None)
+        # before staging: a graph captured now stages its padding step into the same buffers
+        captured = None if self.graphs is None else self.graphs.get((padded.batch_size, padded.table_width))
         if tokens_from is None:
-            batch = buffers.stage_decode(self.pad(chunks))
+            batch = buffers.stage_decode(padded)
         else:
             previous_tokens, source_rows = tokens_from
-            batch = buffers.stage_decode(self.pad(chunks, tokens_on_device=True), source_rows)
+            batch = buffers.stage_decode(padded, source_rows)
             buffers.gather_tokens(len(chunks), previous_tokens)
-        captured = self.graphs.get((batch.input_ids.shape[0], batch.block_table.shape[1]))
         return run_padded(self.runner, captured, batch)
 
     def forward(self, batch: ForwardBatch, *, check_metadata: bool) -> StepOutputs:

@@ -1,20 +1,24 @@
 """CUDA graphs of a runner's padded steps, shared by padded decode (engine/cuda_graphs.py) and padded
 mixed steps (engine/mixed_graphs.py).
 
-A padded step is the forward under the runner's plan plus the greedy argmax. At start-up, for each
-padded shape, largest first: stage an all-padding step (it touches only scratch pages), run it once
-eagerly (Triton compiles there, never during capture), then capture it into one graph; all graphs
-share one memory pool and keep their outputs. A step staged into the same buffers replays the graph
-of its shape: the kernels, launch configurations and tensor addresses are the captured ones, so the
-launches recorded at capture are the step's launches (check mode reads them). Metadata checks read
-index tensors back to the host, which a graph cannot do: in check mode they run on the staged step
+A padded step is the forward under the runner's plan plus the greedy argmax. To capture a shape:
+stage an all-padding step (it touches only scratch pages), run it once eagerly (Triton compiles
+there, never during capture), then capture it into one graph; all graphs of a set share one
+memory pool and keep their outputs. With ``graph_capture="startup"`` every shape is captured
+before the first step, largest first (smaller ones reuse its pool blocks); with ``"on_demand"`` a
+shape is captured in the first step that needs it, after the device has finished everything
+queued before (so nothing in flight reads the buffers the padding step is staged into), and
+before that step is staged. A step staged into the same buffers replays the graph of its shape:
+the kernels, launch configurations and tensor addresses are the captured ones, so the launches
+recorded at capture are the step's launches (check mode reads them). Metadata checks read index
+tensors back to the host, which a graph cannot do: in check mode they run on the staged step
 before each replay.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Hashable, Iterable, TypeVar
+from typing import TYPE_CHECKING, Callable, Generic, Hashable, Iterable, TypeVar
 
 import torch
 
@@ -26,7 +30,7 @@ from kernels.launch import LaunchRecord, record_launches, use_plan
 if TYPE_CHECKING:
     from engine.model_runner import ModelRunner
 
-__all__ = ["Captured", "StepOutputs", "capture_all", "check_inputs", "padded_forward", "run_padded"]
+__all__ = ["Captured", "GraphSet", "StepOutputs", "check_inputs", "padded_forward", "run_padded"]
 
 Shape = TypeVar("Shape", bound=Hashable)
 # (logits [S, V] float32, greedy tokens [S] int64, finiteness flags [T] float32, launches): S sampled
@@ -63,17 +67,44 @@ def run_padded(runner: "ModelRunner", captured: Captured | None, batch: ForwardB
     return captured.logits, captured.tokens, captured.nonfinite, list(captured.launches)
 
 
-def capture_all(runner: "ModelRunner", shapes: Iterable[Shape],
-                stage: Callable[[Shape], ForwardBatch]) -> dict[Shape, Captured]:
-    """One graph per shape, captured in the order given (largest first: smaller ones reuse its pool
-    blocks); ``stage(shape)`` stages the all-padding step of ``shape`` in the buffers replays use."""
-    graphs: dict[Shape, Captured] = {}
-    pool = torch.cuda.graph_pool_handle()
-    # torch's default capture stream is created once per process, on whichever device was
-    # current then: capture on a stream of this engine's device
-    capture_stream = torch.cuda.Stream()
-    for shape in shapes:
-        batch = stage(shape)
+class GraphSet(Generic[Shape]):
+    """The graphs of one kind of padded step, one per shape, captured at start-up or on demand."""
+
+    def __init__(self, runner: "ModelRunner", shapes: Iterable[Shape], stage: Callable[[Shape], ForwardBatch],
+                 *, on_demand: bool) -> None:
+        """``shapes`` largest first; ``stage(shape)`` stages the all-padding step of ``shape`` in the
+        buffers replays use."""
+        self.runner = runner
+        self.shapes = tuple(shapes)
+        self._known = frozenset(self.shapes)
+        self._stage = stage
+        self.graphs: dict[Shape, Captured] = {}
+        self._pool = torch.cuda.graph_pool_handle()
+        # torch's default capture stream is created once per process, on whichever device was
+        # current then: capture on a stream of this engine's device
+        self._stream = torch.cuda.Stream()
+        if not on_demand:
+            for shape in self.shapes:
+                self._capture(shape)
+
+    def __contains__(self, shape: object) -> bool:
+        return shape in self.graphs
+
+    def __len__(self) -> int:
+        return len(self.graphs)
+
+    def get(self, shape: Shape) -> Captured | None:
+        """The graph of ``shape`` (captured now if this is its first step; call before staging the
+        step), or None for a shape outside the set."""
+        if shape not in self.graphs and shape in self._known:
+            with torch.cuda.device(self.runner.device):
+                torch.cuda.synchronize()  # steps in flight may still read the buffers the capture stages into
+                self._capture(shape)
+        return self.graphs.get(shape)
+
+    def _capture(self, shape: Shape) -> None:
+        runner = self.runner
+        batch = self._stage(shape)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -82,11 +113,10 @@ def capture_all(runner: "ModelRunner", shapes: Iterable[Shape],
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
         # thread_local: digest worker threads may run meanwhile (they never touch the stream)
-        with torch.cuda.graph(graph, pool=pool, stream=capture_stream, capture_error_mode="thread_local"):
+        with torch.cuda.graph(graph, pool=self._pool, stream=self._stream, capture_error_mode="thread_local"):
             logits, tokens, nonfinite, launches = padded_forward(runner, batch, check_metadata=False)
-        graphs[shape] = Captured(graph, logits, tokens, nonfinite, tuple(launches))
-    torch.cuda.synchronize()
-    return graphs
+        torch.cuda.synchronize()
+        self.graphs[shape] = Captured(graph, logits, tokens, nonfinite, tuple(launches))
 
 
 def check_inputs(runner: "ModelRunner", batch: ForwardBatch) -> None:

@@ -1,5 +1,6 @@
 """Padded mixed steps (prefill rows, with or without decode rows): CUDA graphs captured once per
-padded shape and replayed (CUDA), or the same padded forward run eagerly (CPU).
+padded shape (at start-up or on demand) and replayed (CUDA), or the same padded forward run eagerly
+(CPU).
 
 A mixed step is packed with its padding sequences (engine/mixed_padding.py) into the leading views
 of the packed-step buffers of its shape, the addresses the graph was captured with; capture and
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import torch
 
-from engine.graph_capture import Captured, StepOutputs, capture_all, padded_forward, run_padded
+from engine.graph_capture import GraphSet, StepOutputs, padded_forward, run_padded
 from engine.mixed_padding import MixedShape, mixed_shape, padding_sequences
 from engine.model import ForwardBatch
 
@@ -31,11 +32,12 @@ class PaddedMixed:
         self.pack = pack  # engine.model_runner's packing of chunks into host tensors
         self.buckets = config.graph_token_buckets
         self.sizes = tuple(s for s in config.graph_batch_sizes if s >= 2)  # one real chunk and a padding one
-        self.graphs: dict[MixedShape, Captured] = {}
+        self.graphs: GraphSet[MixedShape] | None = None  # None on the CPU
         if runner.device.type == "cuda":
             shapes = sorted((MixedShape(t, s) for t in self.buckets for s in self.sizes if t >= s),
                             key=lambda m: (m.num_tokens, m.num_seqs), reverse=True)  # largest first
-            self.graphs = capture_all(runner, shapes, lambda shape: self.stage((), shape))
+            self.graphs = GraphSet(runner, shapes, lambda shape: self.stage((), shape),
+                                   on_demand=config.graph_capture == "on_demand")
 
     def shape(self, chunks: Sequence["Chunk"]) -> MixedShape | None:
         """The padded shape of a step, or None when it runs eagerly."""
@@ -57,8 +59,9 @@ class PaddedMixed:
     def run(self, chunks: Sequence["Chunk"], shape: MixedShape) -> StepOutputs:
         """``(logits [num_seqs, V], greedy tokens [num_seqs], finiteness flags [num_tokens], launches)``;
         the real sampled rows and the real rows first."""
-        batch = self.stage(chunks, shape)
-        return run_padded(self.runner, self.graphs.get(shape), batch)
+        # before staging: a graph captured now stages its padding step into the same buffers
+        captured = None if self.graphs is None else self.graphs.get(shape)
+        return run_padded(self.runner, captured, self.stage(chunks, shape))
 
     def forward(self, batch: ForwardBatch, *, check_metadata: bool) -> StepOutputs:
         """The padded forward, eagerly (what a graph captures), with each row's greedy token."""

@@ -15,8 +15,13 @@ __all__ = ["SuiteContext", "base_overrides"]
 
 
 def base_overrides(scale: ScaleSpec, device: str) -> dict[str, Any]:
-    """EngineConfig fields every candidate and reference of ``scale`` starts from: D's, on ``device``."""
-    return {**dict(scale.deployment), "device": device}
+    """EngineConfig fields every candidate and reference of ``scale`` starts from: D's, on ``device``.
+
+    Graphs are captured on demand: a run starts hundreds of engines and each runs a few of D's
+    graph shapes, so capturing all of them at every start would dominate a full-scale run. When a
+    graph is captured changes no bit (engine/config.py); D's shapes are the same either way.
+    """
+    return {**dict(scale.deployment), "device": device, "graph_capture": "on_demand"}
 
 
 @dataclass(slots=True)

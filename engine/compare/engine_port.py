@@ -10,6 +10,7 @@ steps with prefill rows padded to a graph shape (counted by the runner as it run
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -113,8 +114,16 @@ class RealEngine:
                          num_padded_mixed_steps=engine.runner.num_padded_mixed_steps - mixed_before)
 
     def close(self) -> None:
-        """Drop the engine (its KV pool and weights are freed with it)."""
+        """Drop the engine and give its device memory back now.
+
+        The runner and its graph sets refer to each other, so the KV pool and graphs would wait for
+        a cyclic collection; and the candidate process and its reference workers share one GPU, so
+        memory one process's allocator keeps cached is memory the others cannot have.
+        """
         del self.engine
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
 
 def open_engine(model_dir: Path, overrides: Mapping[str, Any], *, perturbation: str | None = None,
