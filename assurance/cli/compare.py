@@ -13,6 +13,7 @@ import typer
 from assurance.cli._choices import SCALES, SUITES, choice_enum
 from assurance.cli._common import EXIT_FINDINGS, JsonOption, err_console, fail, out_console
 from assurance.cli._signing import SignKeyOption, load_signing_key
+from evidence_db.unique_keys import loads_unique
 
 Suite = choice_enum("Suite", SUITES)
 
@@ -176,7 +177,7 @@ def _written(resume: Path, out: Path) -> tuple[set[str], bool]:
                 if not line.strip():
                     continue
                 try:
-                    record = json.loads(line)
+                    record = loads_unique(line)  # a repeated key would make parsers disagree on the id
                     ids.add(record["id"])
                 except (ValueError, KeyError, TypeError) as exc:
                     fail(f"{resume}:{number}: not an evidence record ({type(exc).__name__}: {exc})",

@@ -81,18 +81,22 @@ def test_sigterm_writes_the_finished_units_and_resume_completes_the_run(monkeypa
     assert not written & remaining and written | remaining == full
 
 
-@pytest.mark.parametrize("case", ["same-file", "not-a-record", "missing", "with-gpus"])
+@pytest.mark.parametrize("case", ["same-file", "not-a-record", "repeated-key", "missing", "with-gpus"])
 def test_bad_resume_input_exits_2_naming_it(monkeypatch, fake_model_dir, deployment, tmp_path, case):
     args = _fake_cli(monkeypatch, fake_model_dir, deployment, tmp_path)
     out, resume = tmp_path / "out.jsonl", tmp_path / "resume.jsonl"
-    resume.write_text('{"id": "compare.x.y"}\n' + ("[1, 2]\n" if case == "not-a-record" else ""))
+    second = {"not-a-record": "[1, 2]\n", "repeated-key": '{"id": "compare.x.z", "id": "compare.x.y"}\n'}
+    resume.write_text('{"id": "compare.x.y"}\n' + second.get(case, ""))
     extra = {"same-file": ["--out", str(resume), "--resume", str(resume)],
              "not-a-record": ["--out", str(out), "--resume", str(resume)],
+             "repeated-key": ["--out", str(out), "--resume", str(resume)],
              "missing": ["--out", str(out), "--resume", str(tmp_path / "absent.jsonl")],
              "with-gpus": ["--out", str(out), "--resume", str(resume), "--gpus", "2", "--device", "cuda"]}[case]
     result = cli.invoke(app, [*args, *extra])
     assert result.exit_code == 2, result.output
-    expected = {"same-file": "are one file", "not-a-record": f"{resume}:2", "missing": "cannot read --resume",
+    expected = {"same-file": "are one file", "not-a-record": f"{resume}:2",
+                "repeated-key": f"{resume}:2: not an evidence record (DuplicateKey: duplicate key 'id')",
+                "missing": "cannot read --resume",
                 "with-gpus": "--resume and --gpus cannot be combined"}[case]
     assert expected in " ".join(result.output.split())
     assert not out.exists()
