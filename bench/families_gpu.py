@@ -44,7 +44,7 @@ from bench.engine_gpu_common import Budget, environment, free_cuda, log, random_
 from bench.engine_gpu_workloads import decode_by_context, open_engine  # noqa: E402
 from engine import weight_cache  # noqa: E402
 from engine.checkpoint import make_checkpoint  # noqa: E402
-from engine.compare.suites.fidelity import NUM_POSITIONS, TOLERANCE, tolerance  # noqa: E402
+from engine.compare.suites.fidelity import NUM_POSITIONS, TOLERANCE, judgement  # noqa: E402
 from engine.llm_engine import LLM  # noqa: E402
 from engine.sampling_params import SamplingParams  # noqa: E402
 
@@ -85,17 +85,11 @@ def _judge(prompts: list[list[int]], engine: list, expected: list, relative: flo
            yardsticks: list | None = None) -> list[dict]:
     judged = []
     for k, (prompt, (tokens, got), want) in enumerate(zip(prompts, engine, expected)):
-        limit, rule = tolerance(relative, want, yardsticks[k] if yardsticks else None)
-        top2 = want.topk(2, dim=-1).values
-        clear = (top2[:, 0] - top2[:, 1]) > 2 * limit
-        argmax = want.argmax(-1).tolist()
-        disagree = [i for i in range(len(tokens)) if bool(clear[i]) and tokens[i] != argmax[i]]
-        worst = float((got - want).abs().max())
-        judged.append({"prompt_tokens": len(prompt), "max_abs_difference": worst, "tolerance": limit, **rule,
-                       "argmax_agreement": sum(t == a for t, a in zip(tokens, argmax)), "clear_disagreements": disagree,
-                       "pass": worst <= limit and not disagree})
-        log(f"  {what} prompt {len(prompt)}: max |diff| {worst:.4g} (tolerance {limit:.4g}, {rule['rule']} rule), "
-            f"argmax agreement {judged[-1]['argmax_agreement']}/{len(tokens)}")
+        problems, measure = judgement(got, tokens, want, relative, yardsticks[k] if yardsticks else None)
+        judged.append({"prompt_tokens": len(prompt), **measure, "pass": not problems})
+        log(f"  {what} prompt {len(prompt)}: max |diff| {measure['max_abs_difference']:.4g} (tolerance "
+            f"{measure['tolerance']:.4g}, {measure['rule']} rule), argmax agreement "
+            f"{measure['argmax_agreement']}/{len(tokens)}")
     return judged
 
 

@@ -33,7 +33,7 @@ from engine.compare.scales import ScaleSpec
 from engine.compare.units import ComparisonSpec, RequestSpec, Unit
 from engine.sampling_params import SamplingParams
 
-__all__ = ["plan", "run", "tolerance", "TOLERANCE", "YARDSTICK_FACTOR", "NUM_POSITIONS"]
+__all__ = ["plan", "run", "judgement", "tolerance", "TOLERANCE", "YARDSTICK_FACTOR", "NUM_POSITIONS"]
 
 # Relative tolerance by serving dtype. Measured on the tiny preset (ci prompts): float32 differs by
 # about 1e-7 and bfloat16 by about 4e-3; the margins leave room for longer prompts and deeper models.
@@ -99,9 +99,12 @@ def tolerance(relative_tolerance: float, expected: torch.Tensor,
     return fixed, rule
 
 
-def _judge(spec: ComparisonSpec, label: str, got: torch.Tensor, tokens: Sequence[int], expected: torch.Tensor,
-           relative_tolerance: float, yardstick: torch.Tensor | None = None) -> ComparisonOutcome:
-    # got, expected, yardstick: [N, V] float64
+def judgement(got: torch.Tensor, tokens: Sequence[int], expected: torch.Tensor, relative_tolerance: float,
+              yardstick: torch.Tensor | None = None) -> tuple[list[str], dict]:
+    """``(problems, measure)`` of one prompt's engine rows against the reference's: no problems is a pass.
+
+    ``got``, ``expected``, ``yardstick``: [N, V] float64 rows; ``tokens``: the engine's N greedy tokens.
+    """
     limit, rule = tolerance(relative_tolerance, expected, yardstick)
     diff = (got - expected).abs()
     worst = float(diff.max())
@@ -119,7 +122,14 @@ def _judge(spec: ComparisonSpec, label: str, got: torch.Tensor, tokens: Sequence
     measure = {"max_abs_difference": worst, "tolerance": limit, "relative_tolerance": relative_tolerance, **rule,
                "num_positions": len(tokens),
                "argmax_agreement": sum(int(t) == int(a) for t, a in zip(tokens, argmax)),
+               "clear_disagreements": disagree,
                "reference_max_abs_logit": float(expected.abs().max())}
+    return problems, measure
+
+
+def _judge(spec: ComparisonSpec, label: str, got: torch.Tensor, tokens: Sequence[int], expected: torch.Tensor,
+           relative_tolerance: float, yardstick: torch.Tensor | None = None) -> ComparisonOutcome:
+    problems, measure = judgement(got, tokens, expected, relative_tolerance, yardstick)
     return ComparisonOutcome(spec.comparison_id, label, "fail" if problems else "pass", None, tuple(problems),
                              {"fidelity": measure})
 
