@@ -114,8 +114,8 @@ def compare(
     cold references; missing witnesses (no chunking, no cache hit, no eviction) are errors. The
     runtime configuration checks run too. Exit 1 if any record is not a pass.
 
-    Interrupted (Ctrl-C, or SIGTERM as a time limit sends), a one-process run writes the units
-    that finished to --out and exits 1; --resume with that bundle runs the rest.
+    Interrupted (Ctrl-C, or SIGTERM as a time limit sends), a run writes the units that finished
+    (with --gpus, every shard's) to --out and exits 1; --resume with that bundle runs the rest.
     """
     import sys
 
@@ -128,8 +128,6 @@ def compare(
     suites = [s.value for s in suite] if suite else ["all"]
     expected = _load_deployment(deployment)
     signer = _signer(sign_key)
-    if resume is not None and gpus > 1:
-        fail("--resume and --gpus cannot be combined", hint="resume each shard with --shard I/N --resume FILE")
     done, has_runtime = _written(resume, out) if resume is not None else (set(), False)
     try:
         plan(model, suites, scale, shard=shard, device=device)
@@ -150,18 +148,23 @@ def compare(
             else:
                 bar.update(task, description=event.message)
         command = ["bitcase", *sys.argv[1:]]
-        if gpus > 1:
-            records = _run_on_gpus(model, suites, scale, gpus, expected, label, command, progress,
-                                   worker_timeout)
-        else:
-            try:
-                with _sigterm_interrupts():
+        from engine.compare.devices import DevicesInterrupted
+
+        try:
+            with _sigterm_interrupts():
+                if gpus > 1:
+                    records = _run_on_gpus(model, suites, scale, gpus, expected, label, command, progress,
+                                           worker_timeout, done, runtime=not has_runtime)
+                else:
                     records = run_suites(model, suites, scale=scale, device=device, shard=shard, progress=progress,
                                          deployment=expected, label=label, command=command,
                                          worker_timeout=worker_timeout, done=done, runtime=not has_runtime)
-            except CompareInterrupted as exc:
-                bar.stop()
-                _interrupted(exc, out, signer)
+        except CompareInterrupted as exc:
+            bar.stop()
+            _interrupted(exc.records, len(exc.finished), len(exc.finished) + len(exc.remaining), out, signer)
+        except DevicesInterrupted as exc:
+            bar.stop()
+            _interrupted(exc.records, exc.num_finished, exc.num_units, out, signer)
     _finish(records, out, json_output, {"scale": scale, "shard": shard, "device": device, "gpus": gpus}, signer)
 
 
@@ -201,17 +204,17 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _interrupted(exc, out: Path, signer) -> None:
+def _interrupted(records, num_finished: int, num_units: int, out: Path, signer) -> None:
     from evidence_db.bundle import write_bundle
 
-    if not exc.records:
-        fail(f"interrupted before any unit finished; nothing written ({len(exc.remaining)} units not run)",
+    if not records:
+        fail(f"interrupted before any unit finished; nothing written ({num_units} units not run)",
              code=EXIT_FINDINGS)
     try:
-        count = write_bundle(out, exc.records, signer=signer)
+        count = write_bundle(out, records, signer=signer)
     except OSError as err:
         fail(f"interrupted, and cannot write the bundle {out}: {err}", code=EXIT_FINDINGS)
-    fail(f"interrupted: {len(exc.finished)} of {len(exc.finished) + len(exc.remaining)} units finished; "
+    fail(f"interrupted: {num_finished} of {num_units} units finished; "
          f"{count} records written to {out} (no runtime checks yet)",
          hint=f"run the same command with --resume {out} --out OTHER.jsonl for the other units, then ingest both",
          code=EXIT_FINDINGS)
@@ -230,7 +233,8 @@ def _check_gpus(gpus: int, device: str, shard: str) -> None:
         fail(f"--gpus {gpus}: only {visible} CUDA device(s) are visible", hint=f"pass --gpus {visible} or fewer")
 
 
-def _run_on_gpus(model, suites, scale, gpus, expected, label, command, progress, worker_timeout):
+def _run_on_gpus(model, suites, scale, gpus, expected, label, command, progress, worker_timeout, done, *,
+                 runtime: bool):
     from engine.compare.api import deployment_for, runtime_checks, selected_suites
     from engine.compare.devices import DeviceRunError, run_on_devices
 
@@ -238,9 +242,11 @@ def _run_on_gpus(model, suites, scale, gpus, expected, label, command, progress,
     try:
         records = run_on_devices(model, selected_suites(suites), scale, devices=[f"cuda:{i}" for i in range(gpus)],
                                  deployment=deployment, label=label, command=command, progress=progress,
-                                 worker_timeout=worker_timeout)
+                                 worker_timeout=worker_timeout, done=done)
     except DeviceRunError as exc:  # the run did not complete: no bundle, and not a usage error
         fail(str(exc), hint="nothing was written; see the shard's log above", code=EXIT_FINDINGS)
+    if not runtime:  # the resumed bundle holds them
+        return records
     return records + runtime_checks(model, "cuda", scale, deployment=deployment, command=command,
                                     source=f"bitcase compare, {gpus} GPUs")
 

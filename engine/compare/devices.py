@@ -8,7 +8,10 @@ as JSON lines on stdout and write their records as a bundle, which the parent re
 that fails fails the whole run at once and the other shards are stopped (its comparisons would
 otherwise go missing); a child whose parent dies stops (its stdin ends), so no shard keeps a GPU
 busy for a run nobody will read. A child that reports nothing for the worker timeout (see
-``worker_client.py``) counts as failed too: no wait on a shard is unbounded.
+``worker_client.py``) counts as failed too: no wait on a shard is unbounded. An interrupted run
+(KeyboardInterrupt in the parent) asks every running child to stop (SIGTERM), gives them
+``STOP_GRACE_S`` to write the units they finished, and raises :class:`DevicesInterrupted` with those
+records; ``done`` (an interrupted run's record ids) makes every shard skip what was written.
 
 Torch-free: the parent only starts processes and reads files.
 """
@@ -17,23 +20,36 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Collection, Sequence
 
 from engine.compare.progress import ProgressCallback, ProgressEvent
 from engine.compare.worker_client import TIMEOUT_ENV, absolute_pythonpath, resolve_timeout
 from evidence_db.bundle import Deployment, EvidenceRecord
 
-__all__ = ["run_on_devices", "parse_devices", "DeviceRunError"]
+__all__ = ["run_on_devices", "parse_devices", "DeviceRunError", "DevicesInterrupted", "STOP_GRACE_S"]
+
+STOP_GRACE_S = 120.0  # for an interrupted shard to write its finished units before it is killed
 
 
 class DeviceRunError(RuntimeError):
     """A shard process failed; the message carries the end of its log."""
+
+
+class DevicesInterrupted(KeyboardInterrupt):
+    """A multi-device run stopped by KeyboardInterrupt: ``records`` of the units the shards finished.
+
+    Still a KeyboardInterrupt, so a caller that does not keep partial runs stops as before."""
+
+    def __init__(self, records: list[EvidenceRecord], num_finished: int, num_units: int) -> None:
+        super().__init__(f"interrupted after {num_finished} of {num_units} units")
+        self.records, self.num_finished, self.num_units = records, num_finished, num_units
 
 
 def parse_devices(devices: Sequence[str]) -> list[str]:
@@ -72,6 +88,23 @@ class _Child:
         self.done = self.total = 0
         self.last_heard = time.monotonic()  # when the child last reported progress
 
+    def stop(self, grace_s: float) -> None:
+        """Ask the child to stop and write what it finished; kill it after ``grace_s`` seconds."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def records(self) -> list[EvidenceRecord]:
+        """The records of the bundle the child wrote (none if it wrote nothing)."""
+        if not self.out.is_file():
+            return []
+        with open(self.out, encoding="utf-8") as f:
+            return [EvidenceRecord.from_json_dict(json.loads(line)) for line in f if line.strip()]
+
 
 def _wait_all_or_first_failure(children: list[_Child], timeout: float) -> tuple[_Child, str] | None:
     """Wait for every child; when one fails or stays silent ``timeout`` s, stop the others at once.
@@ -100,18 +133,21 @@ def _wait_all_or_first_failure(children: list[_Child], timeout: float) -> tuple[
 def run_on_devices(model_dir: str | Path, suites: Sequence[str], scale: str, *, devices: Sequence[str],
                    deployment: Deployment, label: str = "", command: Sequence[str] = (), seed: int | None = None,
                    factory: str | None = None, progress: ProgressCallback | None = None,
-                   worker_timeout: float | None = None) -> list[EvidenceRecord]:
+                   worker_timeout: float | None = None, done: Collection[str] = ()) -> list[EvidenceRecord]:
     """Run ``suites`` at ``scale`` split over ``devices``; return every shard's records (no runtime checks).
 
     ``worker_timeout`` bounds a shard's silence and, inside each shard, its reference workers'.
-    Raises :class:`DeviceRunError` when a shard process fails or stays silent past the bound, and
-    :class:`ValueError` for a bad device list or timeout.
+    ``done``: record ids an interrupted run wrote; their units are not run again. Raises
+    :class:`DeviceRunError` when a shard process fails or stays silent past the bound,
+    :class:`DevicesInterrupted` on KeyboardInterrupt, and :class:`ValueError` for a bad device
+    list or timeout.
     """
     devices = parse_devices(devices)
     timeout = resolve_timeout(worker_timeout)
     job = {"model": str(Path(model_dir).resolve()), "suites": list(suites), "scale": scale,
            "deployment": {"fields": deployment.fields, "digest": deployment.digest}, "label": label,
-           "command": list(command), "seed": seed, "factory": factory, "worker_timeout": timeout}
+           "command": list(command), "seed": seed, "factory": factory, "worker_timeout": timeout,
+           "done": sorted(done)}
     lock = threading.Lock()
     with tempfile.TemporaryDirectory(prefix="bitcase-devices-") as tmp:
         children = [_Child(i, len(devices), d, job, Path(tmp)) for i, d in enumerate(devices)]
@@ -133,6 +169,17 @@ def run_on_devices(model_dir: str | Path, suites: Sequence[str], scale: str, *, 
             t.start()
         try:
             failed = _wait_all_or_first_failure(children, timeout)
+        except KeyboardInterrupt:
+            for child in children:  # all asked at once, so the grace periods overlap
+                if child.proc.poll() is None:
+                    child.proc.send_signal(signal.SIGTERM)
+            for child in children:
+                child.stop(STOP_GRACE_S)
+            for t in threads:
+                t.join(timeout=30)
+            records = [r for child in children for r in child.records()]
+            finished = len({r.details["unit"] for r in records if "unit" in r.details})
+            raise DevicesInterrupted(records, finished, sum(c.total for c in children)) from None
         except BaseException:
             for child in children:
                 child.proc.kill()
@@ -150,8 +197,4 @@ def run_on_devices(model_dir: str | Path, suites: Sequence[str], scale: str, *, 
             tail = child.log.read_text(errors="replace")[-3000:]
             raise DeviceRunError(f"shard {child.shard} on {devices[children.index(child)]} {why} "
                                  f"(the other shards were stopped): {tail}")
-        records: list[EvidenceRecord] = []
-        for child in children:
-            with open(child.out, encoding="utf-8") as f:
-                records.extend(EvidenceRecord.from_json_dict(json.loads(line)) for line in f if line.strip())
-    return records
+        return [r for child in children for r in child.records()]

@@ -10,9 +10,9 @@ rows are a pure function of the history, so it is deterministic unless a fault i
 * ``BITCASE_FAKE_PERTURBATION_OFF=1`` makes it ignore the perturbation;
 * perturbation ``"batch-keyed-linear"`` perturbs every row by an amount keyed on the batch size,
   the number of prefill chunks and whether the row came from a decode step;
-* ``BITCASE_FAKE_PROCESS_FAULT="<refuse|die|hang>:<module>"`` makes opening an engine fail (raise),
-  end the process (exit code 7) or block forever, only in a process started as ``python -m
-  ...<module>`` (``reference_worker`` or ``shard_process``).
+* ``BITCASE_FAKE_PROCESS_FAULT="<refuse|die|hang|slow>:<module>"`` makes opening an engine fail
+  (raise), end the process (exit code 7), block forever or take half a second, only in a process
+  started as ``python -m ...<module>`` (``reference_worker`` or ``shard_process``).
 
 Like the real engine it needs the checkpoint's ``config.json``, so a model path that does not
 reach a process is seen there.
@@ -151,7 +151,8 @@ def _process_fault() -> None:
     kind, _, module = os.environ.get("BITCASE_FAKE_PROCESS_FAULT", "").partition(":")
     if not kind or Path(sys.argv[0]).stem != module:
         return
-    print(f"fake engine: {kind} in {module}", file=sys.stderr, flush=True)
+    if kind != "slow":
+        print(f"fake engine: {kind} in {module}", file=sys.stderr, flush=True)
     if kind == "refuse":
         raise RuntimeError(f"the fake engine refuses to open in {module}")
     if kind == "die":
@@ -159,4 +160,7 @@ def _process_fault() -> None:
     if kind == "hang":
         while True:
             time.sleep(60)
-    raise ValueError(f"BITCASE_FAKE_PROCESS_FAULT kind {kind!r} is not refuse, die or hang")
+    if kind == "slow":
+        time.sleep(0.5)
+        return
+    raise ValueError(f"BITCASE_FAKE_PROCESS_FAULT kind {kind!r} is not refuse, die, hang or slow")

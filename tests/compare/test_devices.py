@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 
-from engine.compare.devices import DeviceRunError, parse_devices, run_on_devices
+from engine.compare.devices import DeviceRunError, DevicesInterrupted, parse_devices, run_on_devices
 from tests.compare.conftest import FAKE_FACTORY
 
 
@@ -73,3 +73,32 @@ def test_the_first_failing_shard_stops_the_others():
     done = [SimpleNamespace(proc=subprocess.Popen([sys.executable, "-c", "pass"]), last_heard=now + 3600)
             for _ in range(2)]
     assert _wait_all_or_first_failure(done, 60) is None
+
+
+def test_an_interrupted_multi_device_run_keeps_every_shards_finished_units(run_fake, fake_model_dir, deployment,
+                                                                          monkeypatch):
+    import _thread
+
+    whole = {r.id for r in run_fake(["chunk", "prefix"])}
+    monkeypatch.setenv("BITCASE_FAKE_PROCESS_FAULT", "slow:shard_process")  # every candidate engine takes 0.5 s
+    units_seen = []
+
+    def progress(event):
+        if event.kind == "unit":
+            units_seen.append(event.unit_id)
+            if len(units_seen) == 2:
+                _thread.interrupt_main()  # as Ctrl-C does
+
+    def run(**kwargs):
+        return run_on_devices(fake_model_dir, ["chunk", "prefix"], "ci", devices=["cpu", "cpu"],
+                              deployment=deployment, command=["test"], factory=FAKE_FACTORY, **kwargs)
+    with pytest.raises(DevicesInterrupted) as caught:
+        run(progress=progress)
+    interrupted = caught.value
+    first = {r.id for r in interrupted.records}
+    assert first and first < whole  # both shards' finished units, not the rest
+    assert 2 <= interrupted.num_finished < interrupted.num_units
+    assert {r.details["shard"] for r in interrupted.records if "shard" in r.details} <= {"1/2", "2/2"}
+    monkeypatch.delenv("BITCASE_FAKE_PROCESS_FAULT")
+    rest = {r.id for r in run(done=first)}
+    assert not first & rest and first | rest == whole

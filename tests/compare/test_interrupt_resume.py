@@ -81,7 +81,7 @@ def test_sigterm_writes_the_finished_units_and_resume_completes_the_run(monkeypa
     assert not written & remaining and written | remaining == full
 
 
-@pytest.mark.parametrize("case", ["same-file", "not-a-record", "repeated-key", "missing", "with-gpus"])
+@pytest.mark.parametrize("case", ["same-file", "not-a-record", "repeated-key", "missing"])
 def test_bad_resume_input_exits_2_naming_it(monkeypatch, fake_model_dir, deployment, tmp_path, case):
     args = _fake_cli(monkeypatch, fake_model_dir, deployment, tmp_path)
     out, resume = tmp_path / "out.jsonl", tmp_path / "resume.jsonl"
@@ -90,13 +90,42 @@ def test_bad_resume_input_exits_2_naming_it(monkeypatch, fake_model_dir, deploym
     extra = {"same-file": ["--out", str(resume), "--resume", str(resume)],
              "not-a-record": ["--out", str(out), "--resume", str(resume)],
              "repeated-key": ["--out", str(out), "--resume", str(resume)],
-             "missing": ["--out", str(out), "--resume", str(tmp_path / "absent.jsonl")],
-             "with-gpus": ["--out", str(out), "--resume", str(resume), "--gpus", "2", "--device", "cuda"]}[case]
+             "missing": ["--out", str(out), "--resume", str(tmp_path / "absent.jsonl")]}[case]
     result = cli.invoke(app, [*args, *extra])
     assert result.exit_code == 2, result.output
     expected = {"same-file": "are one file", "not-a-record": f"{resume}:2",
                 "repeated-key": f"{resume}:2: not an evidence record (DuplicateKey: duplicate key 'id')",
-                "missing": "cannot read --resume",
-                "with-gpus": "--resume and --gpus cannot be combined"}[case]
+                "missing": "cannot read --resume"}[case]
     assert expected in " ".join(result.output.split())
     assert not out.exists()
+
+
+def test_an_interrupted_gpus_run_writes_every_shards_finished_units_and_resumes_with_gpus(
+        monkeypatch, run_fake, fake_model_dir, deployment, tmp_path):
+    import torch
+
+    import engine.compare.devices as devices
+
+    args = _fake_cli(monkeypatch, fake_model_dir, deployment, tmp_path)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    finished = run_fake(["prefix"])
+    calls = []
+
+    def interrupted(*a, done=(), **k):
+        calls.append(set(done))
+        raise devices.DevicesInterrupted(finished, 4, 9)
+    monkeypatch.setattr(devices, "run_on_devices", interrupted)
+    first = tmp_path / "first.jsonl"
+    gpus = ["--device", "cuda", "--gpus", "2"]
+    result = cli.invoke(app, [*args, *gpus, "--out", str(first)])
+    assert result.exit_code == 1, result.output
+    assert "interrupted: 4 of 9 units finished" in " ".join(result.output.split())
+    assert {json.loads(line)["id"] for line in first.read_text().splitlines()} == {r.id for r in finished}
+
+    monkeypatch.setattr(devices, "run_on_devices", lambda *a, done=(), **k: (calls.append(set(done)), [])[1])
+    monkeypatch.setattr(api, "runtime_checks", lambda *a, **k: pytest.fail("runtime checks run again"))
+    with first.open("a") as f:  # as if the interrupted run had held its runtime checks
+        f.write(json.dumps({"id": "compare.k.runtime.plan", "category": "runtime_config_check"}) + "\n")
+    result = cli.invoke(app, [*args, *gpus, "--out", str(tmp_path / "rest.jsonl"), "--resume", str(first)])
+    assert result.exit_code == 0, result.output
+    assert calls == [set(), {r.id for r in finished} | {"compare.k.runtime.plan"}]
