@@ -39,7 +39,8 @@ bitcase=(python3 -m assurance.cli)
 stamp() { echo "$(date -u +%H:%M:%S) $*" | tee -a "$log"; }
 
 stamp "preset $preset, $scale scale on $device, shards $first..$last of $shards, suites ${SUITES:-all}"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >> "$log" 2>&1
+has_smi() { command -v nvidia-smi > /dev/null; }  # absent on a machine without a GPU (SCALE=ci DEVICE=cpu)
+has_smi && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >> "$log" 2>&1
 if [ ! -f "$model/config.json" ]; then
   stamp "making $model"
   "${bitcase[@]}" model make "$model" --preset "$preset" >> "$log" 2>&1 || { stamp "model make failed"; exit 1; }
@@ -52,8 +53,10 @@ cp "$home/deployment-$preset.json" "$out/deployment.json"
 suite_args=()
 for s in ${SUITES:-all}; do suite_args+=(--suite "$s"); done
 
-nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 1000 > "$out/.memory" 2>/dev/null &
-sampler=$!
+sampler=
+: > "$out/.memory"
+has_smi && { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 1000 > "$out/.memory" 2>/dev/null &
+             sampler=$!; }
 started=$(date +%s)
 rc=0
 for k in $(seq "$first" "$last"); do
@@ -74,8 +77,9 @@ for k in $(seq "$first" "$last"); do
   stamp "shard $k/$shards exited $code after $(( $(date +%s) - started )) s"
   if [ "$code" -eq 0 ]; then touch "$out/shard-$k.done"; else rc=1; fi
 done
-kill "$sampler" 2>/dev/null
-stamp "peak GPU memory $(sort -n "$out/.memory" | tail -1) MiB; all shards: $(( $(date +%s) - started )) s"
+[ -n "$sampler" ] && kill "$sampler" 2>/dev/null
+peak=$(sort -n "$out/.memory" | tail -1)
+stamp "peak GPU memory ${peak:-(not sampled)}${peak:+ MiB}; all shards: $(( $(date +%s) - started )) s"
 rm -f "$out/.memory"
 bundles=$(ls "$out"/compare-*.jsonl 2>/dev/null)
 [ -n "$bundles" ] && python3 bench/compare_summary.py $bundles > "$out/summary.md" 2>> "$log"
