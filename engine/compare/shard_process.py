@@ -31,6 +31,10 @@ INTERRUPTED_EXIT = 4
 
 
 def _interrupt(signum, frame) -> None:
+    # Ctrl-C reaches the whole process group and the parent then sends SIGTERM as well: a second
+    # interrupt while the first unwinds must not cut the finished units' bundle short
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
@@ -52,15 +56,14 @@ def main() -> None:
         events.flush()
 
     deployment = Deployment(fields=job["deployment"]["fields"], digest=job["deployment"]["digest"])
-    signal.signal(signal.SIGTERM, _interrupt)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _interrupt)
     try:
         records = run_suites(job["model"], job["suites"], job["scale"], job["device"], job["shard"], progress,
                              deployment=deployment, factory=job["factory"] or DEFAULT_FACTORY, label=job["label"],
                              command=job["command"], seed=PROTOCOL_SEED if job["seed"] is None else job["seed"],
                              runtime=False, worker_timeout=job.get("worker_timeout"), done=set(job.get("done", ())))
     except CompareInterrupted as exc:
-        for sig in (signal.SIGTERM, signal.SIGINT):  # a second signal must not cut the bundle short
-            signal.signal(sig, signal.SIG_IGN)
         write_bundle(job["out"], exc.records)
         sys.exit(INTERRUPTED_EXIT)
     write_bundle(job["out"], records)
