@@ -46,6 +46,9 @@ class RealEngine:
     def __init__(self, model_dir: Path, overrides: Mapping[str, Any], *, perturbation: str | None = None,
                  expected_core: str | None = None) -> None:
         self.perturbation = perturbation
+        # Everything alive before this engine is left out of later collections, so the one in
+        # close() looks at this engine's objects only (0.2 ms instead of 130 ms with torch loaded).
+        gc.freeze()
         with perturbed(perturbation):
             self.engine = LLMEngine(model_dir, EngineConfig.from_kwargs(**{**overrides, "keep_logit_rows": True}))
         if expected_core is not None and core_digest(self.engine.deployment) != expected_core:
@@ -117,8 +120,9 @@ class RealEngine:
         """Drop the engine and give its device memory back now.
 
         The runner and its graph sets refer to each other, so the KV pool and graphs would wait for
-        a cyclic collection; and the candidate process and its reference workers share one GPU, so
-        memory one process's allocator keeps cached is memory the others cannot have.
+        a cyclic collection (run here, over the objects made since the engine opened); and the
+        candidate process and its reference workers share one GPU, so memory one process's
+        allocator keeps cached is memory the others cannot have.
         """
         del self.engine
         gc.collect()
