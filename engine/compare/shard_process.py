@@ -56,8 +56,9 @@ def main() -> None:
         events.flush()
 
     deployment = Deployment(fields=job["deployment"]["fields"], digest=job["deployment"]["digest"])
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # as Python itself: a background job keeps ignoring it
+        signal.signal(signal.SIGINT, _interrupt)
     try:
         records = run_suites(job["model"], job["suites"], job["scale"], job["device"], job["shard"], progress,
                              deployment=deployment, factory=job["factory"] or DEFAULT_FACTORY, label=job["label"],

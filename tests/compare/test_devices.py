@@ -78,6 +78,7 @@ def test_the_first_failing_shard_stops_the_others():
 def test_an_interrupted_multi_device_run_keeps_every_shards_finished_units(run_fake, fake_model_dir, deployment,
                                                                           monkeypatch):
     import _thread
+    import signal
 
     whole = {r.id for r in run_fake(["chunk", "prefix"])}
     monkeypatch.setenv("BITCASE_FAKE_PROCESS_FAULT", "slow:shard_process")  # every candidate engine takes 0.5 s
@@ -92,8 +93,13 @@ def test_an_interrupted_multi_device_run_keeps_every_shards_finished_units(run_f
     def run(**kwargs):
         return run_on_devices(fake_model_dir, ["chunk", "prefix"], "ci", devices=["cpu", "cpu"],
                               deployment=deployment, command=["test"], factory=FAKE_FACTORY, **kwargs)
-    with pytest.raises(DevicesInterrupted) as caught:
-        run(progress=progress)
+    # a background job runs with SIGINT ignored, where interrupt_main() would do nothing
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(DevicesInterrupted) as caught:
+            run(progress=progress)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     interrupted = caught.value
     first = {r.id for r in interrupted.records}
     assert first and first < whole  # both shards' finished units, not the rest
