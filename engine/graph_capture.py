@@ -76,7 +76,6 @@ class GraphSet(Generic[Shape]):
         buffers replays use."""
         self.runner = runner
         self.shapes = tuple(shapes)
-        self._known = frozenset(self.shapes)
         self._stage = stage
         self.graphs: dict[Shape, Captured] = {}
         self._pool = torch.cuda.graph_pool_handle()
@@ -96,7 +95,7 @@ class GraphSet(Generic[Shape]):
     def get(self, shape: Shape) -> Captured | None:
         """The graph of ``shape`` (captured now if this is its first step; call before staging the
         step), or None for a shape outside the set."""
-        if shape not in self.graphs and shape in self._known:
+        if shape not in self.graphs and shape in self.shapes:
             with torch.cuda.device(self.runner.device):
                 torch.cuda.synchronize()  # steps in flight may still read the buffers the capture stages into
                 self._capture(shape)

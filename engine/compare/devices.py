@@ -88,12 +88,10 @@ class _Child:
         self.done = self.total = 0
         self.last_heard = time.monotonic()  # when the child last reported progress
 
-    def stop(self, grace_s: float) -> None:
-        """Ask the child to stop and write what it finished; kill it after ``grace_s`` seconds."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+    def wait_or_kill(self, deadline: float) -> None:
+        """Wait for the child until ``deadline`` (time.monotonic()), then kill it."""
         try:
-            self.proc.wait(timeout=grace_s)
+            self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
@@ -170,11 +168,12 @@ def run_on_devices(model_dir: str | Path, suites: Sequence[str], scale: str, *, 
         try:
             failed = _wait_all_or_first_failure(children, timeout)
         except KeyboardInterrupt:
-            for child in children:  # all asked at once, so the grace periods overlap
+            for child in children:  # asked to write what they finished, all at once, within one grace period
                 if child.proc.poll() is None:
                     child.proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + STOP_GRACE_S
             for child in children:
-                child.stop(STOP_GRACE_S)
+                child.wait_or_kill(deadline)
             for t in threads:
                 t.join(timeout=30)
             records = [r for child in children for r in child.records()]
