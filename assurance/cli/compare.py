@@ -110,9 +110,10 @@ def compare(
 ) -> None:
     """Run the bitwise comparison suites on the engine and write test_result evidence.
 
-    Every comparison is bitwise on full float32 logit rows, tokens and sampler states, against
-    cold references; missing witnesses (no chunking, no cache hit, no eviction) are errors. The
-    runtime configuration checks run too. Exit 1 if any record is not a pass.
+    Every determinism comparison is bitwise on full float32 logit rows, tokens and sampler states,
+    against cold references; missing witnesses (no chunking, no cache hit, no eviction) are errors.
+    The fidelity suite is the one tolerance claim: logits within a stated distance of transformers.
+    The runtime configuration checks run too. Exit 1 if any record is not a pass.
 
     Interrupted (Ctrl-C, or SIGTERM as a time limit sends), a run writes the units that finished
     (with --gpus, every shard's) to --out and exits 1; --resume with that bundle runs the rest.

@@ -43,9 +43,14 @@ def _summary(outcome: UnitOutcome) -> str:
         verdict = {"pass": "detected the non-invariant engine", "fail": "did NOT detect the non-invariant engine",
                    "error": "could not run as planned"}[outcome.status]
         return f"{u.unit_id}: {outcome.num_failed}/{n} comparisons differ; the control {verdict}"
-    text = f"{u.unit_id}: {outcome.num_passed}/{n} comparisons bitwise equal"
+    if u.suite == "fidelity":  # a tolerance claim against another implementation, never a bitwise one
+        text = f"{u.unit_id}: {outcome.num_passed}/{n} comparisons within tolerance of the reference"
+        failed = "outside tolerance"
+    else:
+        text = f"{u.unit_id}: {outcome.num_passed}/{n} comparisons bitwise equal"
+        failed = "mismatched"
     if outcome.num_failed:
-        text += f", {outcome.num_failed} mismatched"
+        text += f", {outcome.num_failed} {failed}"
     if outcome.num_errors:
         text += f", {outcome.num_errors} without required witness or reference"
     if outcome.problems:
