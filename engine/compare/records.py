@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from engine.compare.identity import RunIdentity
 from engine.compare.outcomes import ComparisonOutcome, UnitOutcome
-from engine.compare.protocol import EXPECTED_COMPARISONS, OBLIGATIONS, PROTOCOL_VERSION
+from engine.compare.protocol import DETERMINISM_SUITES, EXPECTED_COMPARISONS, OBLIGATIONS, PROTOCOL_VERSION
 from evidence_db.bundle import EvidenceRecord
 
 __all__ = ["unit_records", "record_id"]
@@ -43,12 +43,12 @@ def _summary(outcome: UnitOutcome) -> str:
         verdict = {"pass": "detected the non-invariant engine", "fail": "did NOT detect the non-invariant engine",
                    "error": "could not run as planned"}[outcome.status]
         return f"{u.unit_id}: {outcome.num_failed}/{n} comparisons differ; the control {verdict}"
-    if u.suite == "fidelity":  # a tolerance claim against another implementation, never a bitwise one
-        text = f"{u.unit_id}: {outcome.num_passed}/{n} comparisons within tolerance of the reference"
-        failed = "outside tolerance"
-    else:
+    if u.suite in DETERMINISM_SUITES:
         text = f"{u.unit_id}: {outcome.num_passed}/{n} comparisons bitwise equal"
         failed = "mismatched"
+    else:  # fidelity: a tolerance claim against another implementation, never a bitwise one
+        text = f"{u.unit_id}: {outcome.num_passed}/{n} comparisons within tolerance of the reference"
+        failed = "outside tolerance"
     if outcome.num_failed:
         text += f", {outcome.num_failed} {failed}"
     if outcome.num_errors:

@@ -8,7 +8,7 @@ from engine.compare.units import ComparisonSpec, Unit
 def _outcome(suite: str, statuses: list[str]) -> UnitOutcome:
     specs = tuple(ComparisonSpec(f"{suite}.c{i}", f"p{i}", "independent-reference") for i in range(len(statuses)))
     unit = Unit(f"{suite}.u0", suite, specs)
-    return UnitOutcome(unit, [ComparisonOutcome(s.comparison_id, f"p{i}", st) for i, (s, st) in enumerate(zip(specs, statuses))])
+    return UnitOutcome(unit, [ComparisonOutcome(s.comparison_id, s.candidate, st) for s, st in zip(specs, statuses)])
 
 
 def test_a_fidelity_unit_claims_tolerance_not_bitwise_equality():
