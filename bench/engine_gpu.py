@@ -2,7 +2,7 @@
 
 One run also checks the engine's GPU path for bitwise determinism.
 
-    PYTHONPATH=. python3 bench/engine_gpu.py --out DIR [--quick] [--model-dir DIR] [--parts a,b]
+    PYTHONPATH=. python3 bench/engine_gpu.py --out DIR [--quick] [--model-dir DIR] [--parts a,b] [--no-pdl]
 
 Parts, in order; each records its result or its error and the run goes on:
   checkpoint      the llama-1b preset (random bf16 weights, seed 0) in a temporary directory,
@@ -61,6 +61,7 @@ from bench.engine_gpu_workloads import (FULL_MULTI_TURN, QUICK_MULTI_TURN, decod
                                         multi_turn, open_engine, prefill_throughput)
 from engine.checkpoint import make_checkpoint  # noqa: E402
 from engine.model_config import read_model_spec  # noqa: E402
+from kernels import launch_config  # noqa: E402
 from kernels.shapes import preset  # noqa: E402
 
 PARTS = ("checkpoint", "copy_rate", "determinism", "engine_decode", "decode_profile", "engine_prefill", "torch_eager",
@@ -116,7 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", default=",".join(PARTS),
                         help=f"comma-separated subset of {', '.join(PARTS)} (the checkpoint always runs)")
     parser.add_argument("--budget-s", type=float, default=450.0, help="wall-clock budget of the whole run")
+    parser.add_argument("--no-pdl", action="store_true",
+                        help="plans without programmatic dependent launch (the A/B baseline; another D)")
     args = parser.parse_args(argv)
+    if args.no_pdl:  # before any configuration is built: they are cached per process
+        launch_config.PDL_DTYPES = ()
     wanted = {p for p in args.parts.split(",") if p} | {"checkpoint"}
     if wanted - set(PARTS):
         parser.error(f"unknown part(s) {', '.join(sorted(wanted - set(PARTS)))}; known: {', '.join(PARTS)}")
@@ -128,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     scratch = None if args.model_dir else Path(tempfile.mkdtemp(prefix="bitcase-llama-1b-"))
     run = Run(args.out, config, wanted, preset("llama-1b"))
     run.results["config"]["model_dir_given"] = args.model_dir is not None
+    run.results["config"]["pdl"] = bool(launch_config.PDL_DTYPES)
     try:
         model_dir = run.part("checkpoint", lambda: args.model_dir or make_checkpoint("llama-1b", scratch, seed=0))
         if model_dir is None:

@@ -95,7 +95,8 @@ def markdown(results: dict[str, Any], spec: Any) -> str:
     env, config = results["environment"], results["config"]
     rate = results["parts"].get("copy_rate", {}).get("result", {}).get("bytes_per_s")
     det = results["parts"].get("determinism", {}).get("result")
-    lines = [f"# Engine GPU benchmark ({'quick' if config['quick'] else 'full'})", "",
+    pdl = "" if config.get("pdl", True) else ", plans without programmatic dependent launch"
+    lines = [f"# Engine GPU benchmark ({'quick' if config['quick'] else 'full'}{pdl})", "",
              f"{env.get('gpu', 'no GPU')}; torch {env['torch']}, triton {env['triton']}, transformers "
              f"{env.get('transformers')}, CUDA {env.get('cuda')}; copy rate "
              f"{'not measured' if not rate else f'{rate / 1e12:.2f} TB/s'}", "",

@@ -83,7 +83,7 @@ import triton
 import triton.language as tl
 
 from kernels.plan import PlanEntry
-from kernels.tensors import MAX_INDEX, constexpr_kwargs, dtype_name, max_offset
+from kernels.tensors import MAX_INDEX, launch_kwargs, dtype_name, max_offset
 
 __all__ = ["attention_partial_kernel", "check_paged_attention", "segment_count", "split_scratch",
            "launch_attention_partial"]
@@ -95,10 +95,14 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
                              stride_mh, stride_at, stride_ah, stride_bt, stride_page, stride_slot, stride_head,
                              GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_Q: tl.constexpr, D: tl.constexpr,
                              PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, SEG: tl.constexpr, SCALE: tl.constexpr,
-                             DTYPE: tl.constexpr, WINDOW: tl.constexpr = 0, SOFTCAP: tl.constexpr = 0.0):
+                             DTYPE: tl.constexpr, WINDOW: tl.constexpr = 0, SOFTCAP: tl.constexpr = 0.0,
+                             PDL: tl.constexpr = False):
     # q: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; block_table: [B, max_pages] int32
     # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32 (segment stride D, unit stride on D)
+    if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     program = tl.program_id(0)
     kv_head = tl.program_id(1)
     segment = tl.program_id(2)  # keys [segment * SEG, (segment + 1) * SEG)
@@ -264,5 +268,4 @@ def launch_attention_partial(q: torch.Tensor, k_cache: torch.Tensor, v_cache: to
     attention_partial_kernel[grid](
         q, k_cache, v_cache, m, l, acc, block_table, query_start_loc, seq_lens, seq_idx, q.shape[0], q.stride(0),
         q.stride(1), m.stride(0), m.stride(1), acc.stride(0), acc.stride(1), block_table.stride(0), k_cache.stride(0),
-        k_cache.stride(1), k_cache.stride(2), **constexpr_kwargs(entry), num_warps=entry.num_warps,
-        num_stages=entry.num_stages)
+        k_cache.stride(1), k_cache.stride(2), **launch_kwargs(entry))

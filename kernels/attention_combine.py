@@ -29,7 +29,7 @@ import triton
 import triton.language as tl
 
 from kernels.plan import PlanEntry
-from kernels.tensors import MAX_INDEX, constexpr_kwargs, dtype_name, max_offset
+from kernels.tensors import MAX_INDEX, launch_kwargs, dtype_name, max_offset
 
 __all__ = ["attention_combine_kernel", "check_attention_combine", "launch_attention_combine"]
 
@@ -38,10 +38,13 @@ __all__ = ["attention_combine_kernel", "check_attention_combine", "launch_attent
 def attention_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, flag_ptr, query_start_ptr, seq_lens_ptr, seq_idx_ptr,
                              stride_mt, stride_mh, stride_at, stride_ah, stride_ot, stride_oh, stride_ft,
                              D: tl.constexpr, SEG: tl.constexpr, DTYPE: tl.constexpr, CHECK: tl.constexpr,
-                             WINDOW: tl.constexpr = 0):
+                             WINDOW: tl.constexpr = 0, PDL: tl.constexpr = False):
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32; out: [T, Hq, D]
     # flag: [T, Hq] float32 (unit stride on the head)
     # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
+    if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     head = tl.program_id(1)
     seq = tl.load(seq_idx_ptr + row)
@@ -133,4 +136,4 @@ def launch_attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor
     attention_combine_kernel[(out.shape[0], out.shape[1])](
         m, l, acc, out, nonfinite, query_start_loc, seq_lens, seq_idx,
         m.stride(0), m.stride(1), acc.stride(0), acc.stride(1), out.stride(0), out.stride(1), nonfinite.stride(0),
-        **constexpr_kwargs(entry), num_warps=entry.num_warps, num_stages=entry.num_stages)
+        **launch_kwargs(entry))

@@ -13,15 +13,18 @@ import triton
 import triton.language as tl
 
 from kernels.plan import PlanEntry
-from kernels.tensors import MAX_INDEX, constexpr_kwargs, dtype_name, max_offset
+from kernels.tensors import MAX_INDEX, launch_kwargs, dtype_name, max_offset
 
 __all__ = ["embedding_kernel", "check_embedding", "launch_embedding"]
 
 
 @triton.jit
 def embedding_kernel(ids_ptr, w_ptr, out_ptr, stride_w, stride_out, H: tl.constexpr, BLOCK_H: tl.constexpr,
-                     SCALE: tl.constexpr = 0.0, DTYPE: tl.constexpr = None):
+                     SCALE: tl.constexpr = 0.0, DTYPE: tl.constexpr = None, PDL: tl.constexpr = False):
     # ids: [T] int64; w: [V, H] row stride stride_w; out: [T, H] row stride stride_out
+    if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     token = tl.load(ids_ptr + row)
     offs = tl.arange(0, BLOCK_H)
@@ -60,5 +63,4 @@ def launch_embedding(token_ids: torch.Tensor, weight: torch.Tensor, out: torch.T
     if num_tokens == 0:
         return
     embedding_kernel[(num_tokens,)](token_ids, weight, out, weight.stride(0), out.stride(0),
-                                    **constexpr_kwargs(entry), num_warps=entry.num_warps,
-                                    num_stages=entry.num_stages)
+                                    **launch_kwargs(entry))

@@ -15,6 +15,11 @@ __all__ = ["DTYPES", "KERNELS", "LaunchConfig"]
 DTYPES = ("float32", "bfloat16")
 KERNELS = ("embedding", "rms_norm", "matmul", "matmul_split", "matmul_combine", "matmul_combine_norm", "rope",
            "silu_mul", "gelu_tanh_mul", "logit_softcap", "store_kv", "paged_attention", "attention_combine")
+# Plans of these dtypes (the GPU's) launch every kernel with programmatic dependent launch: the
+# kernel's grid may start while the previous launch finishes, and waits (``gdc_wait``) before its
+# first memory access, so it overlaps only its launch and prologue. float32 plans (the CPU path,
+# the Triton interpreter, which has no grid-dependency instructions) launch without it.
+PDL_DTYPES = ("bfloat16",)
 _KEY_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")  # no ':' or spaces: safe as a DOT id
 
 
@@ -57,6 +62,10 @@ class LaunchConfig:
 
 def _make(kernel: str, key_suffix: str, constexprs: Mapping[str, Any], num_warps: int, num_stages: int,
           static: Mapping[str, Any]) -> LaunchConfig:
+    """A configuration; PDL (programmatic dependent launch) is added where ``static``'s dtype is in
+    PDL_DTYPES (only then: float32 entries keep their constexprs and digests)."""
+    if static.get("dtype") in PDL_DTYPES:
+        constexprs = {**constexprs, "PDL": True}
     return LaunchConfig(kernel=kernel, key=f"{kernel}.{key_suffix}",
                         constexprs=tuple(sorted(constexprs.items())), num_warps=num_warps,
                         num_stages=num_stages, static=tuple(sorted(static.items())))

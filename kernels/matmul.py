@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from kernels.plan import PlanEntry
-from kernels.tensors import MAX_INDEX, constexpr_kwargs, dtype_name, max_offset
+from kernels.tensors import MAX_INDEX, launch_kwargs, dtype_name, max_offset
 
 __all__ = ["matmul_kernel", "check_matmul", "launch_matmul"]
 
@@ -25,8 +25,11 @@ __all__ = ["matmul_kernel", "check_matmul", "launch_matmul"]
 @triton.jit(do_not_specialize=["M"])
 def matmul_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, M, stride_xm, stride_wn, stride_om,
                   N: tl.constexpr, K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  BLOCK_K: tl.constexpr, HAS_BIAS: tl.constexpr, OUT_DTYPE: tl.constexpr):
+                  BLOCK_K: tl.constexpr, HAS_BIAS: tl.constexpr, OUT_DTYPE: tl.constexpr, PDL: tl.constexpr = False):
     # x: [M, K] row stride stride_xm; w: [N, K] row stride stride_wn; bias: [N]; out: [M, N]
+    if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -90,5 +93,4 @@ def launch_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
         return
     grid = (triton.cdiv(num_rows, c["BLOCK_M"]), triton.cdiv(c["N"], c["BLOCK_N"]))
     matmul_kernel[grid](x, weight, bias if bias is not None else weight, out, num_rows,
-                        x.stride(0), weight.stride(0), out.stride(0), **constexpr_kwargs(entry),
-                        num_warps=entry.num_warps, num_stages=entry.num_stages)
+                        x.stride(0), weight.stride(0), out.stride(0), **launch_kwargs(entry))

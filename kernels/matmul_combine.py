@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from kernels.plan import PlanEntry
-from kernels.tensors import MAX_INDEX, constexpr_kwargs, dtype_name, max_offset
+from kernels.tensors import MAX_INDEX, launch_kwargs, dtype_name, max_offset
 
 __all__ = ["matmul_combine_kernel", "check_matmul_combine", "launch_matmul_combine"]
 
@@ -22,8 +22,11 @@ __all__ = ["matmul_combine_kernel", "check_matmul_combine", "launch_matmul_combi
 @triton.jit(do_not_specialize=["stride_ps", "stride_om"])
 def matmul_combine_kernel(partial_ptr, bias_ptr, out_ptr, stride_ps, stride_om, N: tl.constexpr,
                           BLOCK_N: tl.constexpr, SPLITS: tl.constexpr, HAS_BIAS: tl.constexpr,
-                          OUT_DTYPE: tl.constexpr):
+                          OUT_DTYPE: tl.constexpr, PDL: tl.constexpr = False):
     # partial: [SPLITS, M, N] fp32, split stride stride_ps; bias: [N]; out: [M, N]
+    if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     pid_n = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -76,5 +79,4 @@ def launch_matmul_combine(partial: torch.Tensor, bias: torch.Tensor | None, out:
         return
     grid = (out.shape[0], triton.cdiv(c["N"], c["BLOCK_N"]))
     matmul_combine_kernel[grid](partial, bias if bias is not None else partial, out, partial.stride(0),
-                                out.stride(0), **constexpr_kwargs(entry), num_warps=entry.num_warps,
-                                num_stages=entry.num_stages)
+                                out.stride(0), **launch_kwargs(entry))

@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from kernels.plan import PlanEntry
-from kernels.tensors import MAX_INDEX, constexpr_kwargs, dtype_name, max_offset
+from kernels.tensors import MAX_INDEX, launch_kwargs, dtype_name, max_offset
 
 __all__ = ["matmul_combine_norm_kernel", "check_matmul_combine_norm", "launch_matmul_combine_norm"]
 
@@ -26,9 +26,12 @@ __all__ = ["matmul_combine_norm_kernel", "check_matmul_combine_norm", "launch_ma
 @triton.jit(do_not_specialize=["stride_ps", "stride_res"])
 def matmul_combine_norm_kernel(partial_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr, stride_ps, stride_res,
                                H: tl.constexpr, BLOCK_H: tl.constexpr, SPLITS: tl.constexpr, EPS: tl.constexpr,
-                               DTYPE: tl.constexpr):
+                               DTYPE: tl.constexpr, PDL: tl.constexpr = False):
     # partial: [SPLITS, T, H] fp32, split stride stride_ps; res: [T, H] row stride stride_res;
     # w: [H]; out, res_out: [T, H] contiguous
+    if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     offs = tl.arange(0, BLOCK_H)
     mask = offs < H
@@ -84,5 +87,4 @@ def launch_matmul_combine_norm(partial: torch.Tensor, residual: torch.Tensor, we
     if residual.shape[0] == 0:
         return
     matmul_combine_norm_kernel[(residual.shape[0],)](partial, residual, weight, out, residual_out, partial.stride(0),
-                                                     residual.stride(0), **constexpr_kwargs(entry),
-                                                     num_warps=entry.num_warps, num_stages=entry.num_stages)
+                                                     residual.stride(0), **launch_kwargs(entry))

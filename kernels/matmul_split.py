@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from kernels.plan import PlanEntry
-from kernels.tensors import MAX_INDEX, constexpr_kwargs, dtype_name, max_offset
+from kernels.tensors import MAX_INDEX, launch_kwargs, dtype_name, max_offset
 
 __all__ = ["matmul_split_kernel", "check_matmul_split", "launch_matmul_split", "split_partials"]
 
@@ -25,8 +25,11 @@ __all__ = ["matmul_split_kernel", "check_matmul_split", "launch_matmul_split", "
 @triton.jit(do_not_specialize=["M", "stride_xm", "stride_ps"])
 def matmul_split_kernel(x_ptr, w_ptr, partial_ptr, M, stride_xm, stride_wn, stride_ps, N: tl.constexpr,
                         K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                        SPLITS: tl.constexpr):
+                        SPLITS: tl.constexpr, PDL: tl.constexpr = False):
     # x: [M, K] row stride stride_xm; w: [N, K] row stride stride_wn; partial: [SPLITS, M, N] fp32
+    if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     split = tl.program_id(2)  # K columns [split * K // SPLITS, (split + 1) * K // SPLITS)
@@ -91,4 +94,4 @@ def launch_matmul_split(x: torch.Tensor, weight: torch.Tensor, partial: torch.Te
         return
     grid = (triton.cdiv(num_rows, c["BLOCK_M"]), triton.cdiv(c["N"], c["BLOCK_N"]), c["SPLITS"])
     matmul_split_kernel[grid](x, weight, partial, num_rows, x.stride(0), weight.stride(0), partial.stride(0),
-                              **constexpr_kwargs(entry), num_warps=entry.num_warps, num_stages=entry.num_stages)
+                              **launch_kwargs(entry))

@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from kernels.plan import PlanEntry
-from kernels.tensors import MAX_INDEX, constexpr_kwargs, dtype_name, max_offset
+from kernels.tensors import MAX_INDEX, launch_kwargs, dtype_name, max_offset
 
 __all__ = ["rms_norm_kernel", "check_rms_norm", "launch_rms_norm"]
 
@@ -23,8 +23,12 @@ __all__ = ["rms_norm_kernel", "check_rms_norm", "launch_rms_norm"]
 @triton.jit
 def rms_norm_kernel(x_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr, stride_x, stride_res, stride_out,
                     stride_res_out, H: tl.constexpr, BLOCK_H: tl.constexpr, EPS: tl.constexpr,
-                    HAS_RESIDUAL: tl.constexpr, DTYPE: tl.constexpr, OFFSET: tl.constexpr = False):
+                    HAS_RESIDUAL: tl.constexpr, DTYPE: tl.constexpr, OFFSET: tl.constexpr = False,
+                    PDL: tl.constexpr = False):
     # x, res, out, res_out: [T, H] with row strides as given; w: [H]
+    if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     offs = tl.arange(0, BLOCK_H)
     mask = offs < H
@@ -78,5 +82,4 @@ def launch_rms_norm(x: torch.Tensor, residual: torch.Tensor | None, weight: torc
         return
     res = residual if residual is not None else x
     rms_norm_kernel[(num_rows,)](x, res, weight, out, residual_out, x.stride(0), res.stride(0), out.stride(0),
-                                 residual_out.stride(0), **constexpr_kwargs(entry),
-                                 num_warps=entry.num_warps, num_stages=entry.num_stages)
+                                 residual_out.stride(0), **launch_kwargs(entry))

@@ -13,15 +13,18 @@ import triton
 import triton.language as tl
 
 from kernels.plan import PlanEntry
-from kernels.tensors import MAX_INDEX, constexpr_kwargs, dtype_name, max_offset
+from kernels.tensors import MAX_INDEX, launch_kwargs, dtype_name, max_offset
 
 __all__ = ["rope_kernel", "check_rope", "launch_rope"]
 
 
 @triton.jit
 def rope_kernel(x_ptr, out_ptr, pos_ptr, cs_ptr, stride_xt, stride_xh, stride_ot, stride_oh, stride_cs,
-                HALF: tl.constexpr, DTYPE: tl.constexpr):
+                HALF: tl.constexpr, DTYPE: tl.constexpr, PDL: tl.constexpr = False):
     # x, out: [T, heads, 2*HALF] with token/head strides as given; pos: [T] int64; cs: [max_pos, 2*HALF] fp32
+    if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     head = tl.program_id(1)
     offs = tl.arange(0, HALF)
@@ -69,5 +72,4 @@ def launch_rope(x: torch.Tensor, positions: torch.Tensor, cos_sin: torch.Tensor,
     if x.shape[0] == 0 or x.shape[1] == 0:
         return
     rope_kernel[(x.shape[0], x.shape[1])](x, out, positions, cos_sin, x.stride(0), x.stride(1), out.stride(0),
-                                          out.stride(1), cos_sin.stride(0), **constexpr_kwargs(entry),
-                                          num_warps=entry.num_warps, num_stages=entry.num_stages)
+                                          out.stride(1), cos_sin.stride(0), **launch_kwargs(entry))

@@ -12,15 +12,18 @@ import triton
 import triton.language as tl
 
 from kernels.plan import PlanEntry
-from kernels.tensors import MAX_INDEX, constexpr_kwargs, dtype_name, max_offset
+from kernels.tensors import MAX_INDEX, launch_kwargs, dtype_name, max_offset
 
 __all__ = ["silu_mul_kernel", "check_silu_mul", "launch_silu_mul"]
 
 
 @triton.jit
 def silu_mul_kernel(gu_ptr, out_ptr, stride_gu, stride_out, I: tl.constexpr, BLOCK_I: tl.constexpr,
-                    DTYPE: tl.constexpr):
+                    DTYPE: tl.constexpr, PDL: tl.constexpr = False):
     # gu: [T, 2*I] row stride stride_gu; out: [T, I] row stride stride_out
+    if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     offs = tl.program_id(1) * BLOCK_I + tl.arange(0, BLOCK_I)
     mask = offs < I
@@ -55,5 +58,4 @@ def launch_silu_mul(gate_up: torch.Tensor, out: torch.Tensor, entry: PlanEntry) 
     if gate_up.shape[0] == 0:
         return
     grid = (gate_up.shape[0], triton.cdiv(c["I"], c["BLOCK_I"]))
-    silu_mul_kernel[grid](gate_up, out, gate_up.stride(0), out.stride(0), **constexpr_kwargs(entry),
-                          num_warps=entry.num_warps, num_stages=entry.num_stages)
+    silu_mul_kernel[grid](gate_up, out, gate_up.stride(0), out.stride(0), **launch_kwargs(entry))

@@ -14,15 +14,18 @@ import triton
 import triton.language as tl
 
 from kernels.plan import PlanEntry
-from kernels.tensors import MAX_INDEX, constexpr_kwargs, max_offset
+from kernels.tensors import MAX_INDEX, launch_kwargs, max_offset
 
 __all__ = ["logit_softcap_kernel", "check_logit_softcap", "launch_logit_softcap"]
 
 
 @triton.jit
 def logit_softcap_kernel(x_ptr, out_ptr, stride_x, stride_out, V: tl.constexpr, BLOCK_V: tl.constexpr,
-                         CAP: tl.constexpr):
+                         CAP: tl.constexpr, PDL: tl.constexpr = False):
     # x: [S, V] float32 row stride stride_x; out: [S, V] float32 row stride stride_out
+    if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     offs = tl.program_id(1) * BLOCK_V + tl.arange(0, BLOCK_V)
     mask = offs < V
@@ -55,5 +58,4 @@ def launch_logit_softcap(logits: torch.Tensor, out: torch.Tensor, entry: PlanEnt
     if logits.shape[0] == 0:
         return
     grid = (logits.shape[0], triton.cdiv(c["V"], c["BLOCK_V"]))
-    logit_softcap_kernel[grid](logits, out, logits.stride(0), out.stride(0), **constexpr_kwargs(entry),
-                               num_warps=entry.num_warps, num_stages=entry.num_stages)
+    logit_softcap_kernel[grid](logits, out, logits.stride(0), out.stride(0), **launch_kwargs(entry))

@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from kernels.plan import PlanEntry
-from kernels.tensors import MAX_INDEX, dtype_name, max_offset
+from kernels.tensors import MAX_INDEX, dtype_name, launch_kwargs, max_offset
 
 __all__ = ["store_kv_kernel", "check_store_kv", "launch_store_kv"]
 
@@ -25,9 +25,12 @@ __all__ = ["store_kv_kernel", "check_store_kv", "launch_store_kv"]
 @triton.jit
 def store_kv_kernel(k_ptr, v_ptr, k_cache_ptr, v_cache_ptr, slot_ptr, flag_ptr, stride_kt, stride_kh, stride_vt,
                     stride_vh, stride_page, stride_slot, stride_head, stride_ft, D: tl.constexpr,
-                    PAGE_SIZE: tl.constexpr, CHECK: tl.constexpr):
+                    PAGE_SIZE: tl.constexpr, CHECK: tl.constexpr, PDL: tl.constexpr = False):
     # k, v: [T, Hkv, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D] (same strides); slot: [T] int64
     # flag: [T, Hkv] float32 (unit stride on the head)
+    if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     head = tl.program_id(1)
     offs = tl.arange(0, D)
@@ -91,5 +94,4 @@ def launch_store_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
         return
     store_kv_kernel[(k.shape[0], k.shape[1])](
         k, v, k_cache, v_cache, slot_mapping, nonfinite, k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), nonfinite.stride(0), **entry.constexpr_dict(),
-        num_warps=entry.num_warps, num_stages=entry.num_stages)
+        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), nonfinite.stride(0), **launch_kwargs(entry))

@@ -8,7 +8,7 @@ import torch
 
 from kernels.plan import PlanEntry
 
-__all__ = ["MAX_INDEX", "dtype_name", "torch_dtype", "max_offset", "constexpr_kwargs"]
+__all__ = ["MAX_INDEX", "dtype_name", "torch_dtype", "max_offset", "constexpr_kwargs", "launch_kwargs"]
 
 # Kernels index with 32-bit integer arithmetic: every element offset a launch can form must fit.
 MAX_INDEX = 2**31 - 1
@@ -52,3 +52,18 @@ def constexpr_kwargs(entry: PlanEntry) -> dict[str, Any]:
                 kwargs[name] = getattr(tl, value)
         known = _KWARGS[id(entry)] = (entry, kwargs)
     return dict(known[1])
+
+
+def launch_kwargs(entry: PlanEntry) -> dict[str, Any]:
+    """Everything a launch of ``entry`` passes by keyword: its constexprs, warps and stages, and
+    ``launch_pdl`` where the entry's kernel waits for the previous launch itself (PDL; not under
+    the Triton interpreter, which runs the entry with PDL off)."""
+    kwargs = constexpr_kwargs(entry)
+    if kwargs.get("PDL"):
+        from triton import knobs
+
+        if knobs.runtime.interpret:  # one launch after another, and no PTX to run the wait: vacuous there
+            kwargs["PDL"] = False
+        else:
+            kwargs["launch_pdl"] = True
+    return {**kwargs, "num_warps": entry.num_warps, "num_stages": entry.num_stages}

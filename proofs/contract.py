@@ -69,6 +69,7 @@ class TensorSpec:
     finite: bool = False
     values: tuple[Dim, Dim] | None = None
     distinct: bool = False
+    immutable: bool = False  # not written by any launch of the plan (weights): may be read before a PDL wait
 
     @property
     def is_float(self) -> bool:
@@ -173,7 +174,8 @@ def _tensor(name: str, spec: Any, path: Path | None) -> TensorSpec:
         values = (_dim(values[0], where), _dim(values[1], where))
     return TensorSpec(name=name, dtype=dtype, shape=shape, strides=strides, relation=relation,
                       output=tuple(output) if output is not None else None, finite=bool(spec.get("finite", False)),
-                      values=values, distinct=bool(spec.get("distinct", False)))
+                      values=values, distinct=bool(spec.get("distinct", False)),
+                      immutable=bool(spec.get("immutable", False)))
 
 
 def _param(name: str, value: Any, path: Path | None) -> ParamSpec:

@@ -2,7 +2,8 @@
 
 Launch A and launch B are the same kernel with the same constexprs (or, for constexprs the
 contract declares ``vary``, every pair of allowed values), and all ``batch`` arguments free.
-Passes, in order: single-launch safety of each launch, writers of the selected output element,
+Passes, in order: single-launch safety of each launch and, for a PDL launch, that nothing but
+immutable tensors is read before its grid-dependency wait (proofs/pdl.py), writers of the selected output element,
 then the relational walk (backward demand, lockstep pairing, value analysis, identity steps).
 The first failed obligation decides: a Z3 model makes it REFUTED with a counterexample, a
 timeout or an imprecise step UNKNOWN, an operation outside the subset UNSUPPORTED.
@@ -19,6 +20,7 @@ import z3
 from proofs.contract import Contract, Vary
 from proofs.errors import Unsupported
 from proofs.interp import build_ir
+from proofs.pdl import check_pdl
 from proofs.problem import Launch, Problem
 from proofs.result import KernelResult, Premise
 from proofs.safety import check_safety
@@ -96,6 +98,7 @@ def _run(prob: Problem) -> tuple[str, str]:
             if not ctx.possible(z3.BoolVal(True)):
                 return "UNKNOWN", f"the premises of launch {launch.run} are contradictory"
             check_safety(prob, launch)
+            check_pdl(prob, launch)
     with ctx.assume(*prob.A.base_premises(), *prob.B.base_premises(), *prob.relational_premises()):
         walker = Walker(prob)
         walker.values.walker = walker
@@ -159,7 +162,8 @@ def _verify(src: KernelSource, contract: Contract, constexprs: dict[str, Any], *
     used_zero = prob is not None and any("dot terms" in s for s in prob.identities)
     return KernelResult(**base, verdict=verdict, reason=reason, counterexample=cex, obligations=obligations,
                         premises=_premises(prob, checked_premises or {}) if prob is not None else [],
-                        trusted=assumptions_for(ops, used_zero, _finiteness(contract)), demand=dict(prob.demand) if prob else {},
+                        trusted=assumptions_for(ops, used_zero, _finiteness(contract), config.get("PDL") is True),
+                        demand=dict(prob.demand) if prob else {},
                         steps=sorted(set(prob.identities)) if prob else [], notes=notes,
                         seconds=time.perf_counter() - start)
 

@@ -32,7 +32,7 @@ def I32(e: z3.ArithRef) -> z3.BoolRef:
 class Obligation:
     """One proof obligation and its outcome."""
 
-    pass_name: str  # safety | writers | demand | pairing | values | identity
+    pass_name: str  # safety | pdl | writers | demand | pairing | values | identity
     what: str
     line: int
     status: str  # proved | refuted | unknown

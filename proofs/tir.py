@@ -156,6 +156,10 @@ class KernelIR:
     grid: tuple[z3.ArithRef, ...] = ()
     pids: tuple[z3.ArithRef, ...] = ()
     notes: list[str] = field(default_factory=list)
+    # Programmatic dependent launch: accesses recorded before the first grid-dependency wait
+    # (None: the kernel never waits) and that wait's line (proofs/pdl.py).
+    pdl_wait: int | None = None
+    pdl_line: int = 0
     keep: list = field(default_factory=list)  # keeps terms in ``widths`` alive (ids stay unique)
 
     @property

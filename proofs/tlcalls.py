@@ -138,6 +138,16 @@ def _cast(ip, x: Any, dtype: str, line: int) -> Any:
     raise Unsupported("cast", line, f"of {type(x).__name__}")
 
 
+def _grid_dependency(ip, path: str, line: int) -> None:
+    """Programmatic dependent launch: no effect on values; the first wait splits the accesses
+    into those before it and after it (checked in proofs/pdl.py)."""
+    if ip.loop_stack:
+        raise Unsupported(f"tl.{path}", line, "grid-dependency control inside a loop")
+    if path.endswith("gdc_wait") and ip.ir.pdl_wait is None:
+        ip.ir.pdl_wait, ip.ir.pdl_line = len(ip.ir.accesses), line
+    return None
+
+
 def call_tl(ip, path: str, args: list, kw: dict, node: ast.Call) -> Any:
     """Evaluate ``tl.<path>(*args, **kw)``."""
     line = node.lineno
@@ -209,6 +219,8 @@ def call_tl(ip, path: str, args: list, kw: dict, node: ast.Call) -> Any:
         if not args[0]:
             raise Unsupported("static assertion failure", line, ast.unparse(node.args[0]))
         return None
+    if path in ("extra.cuda.gdc_wait", "extra.cuda.gdc_launch_dependents"):
+        return _grid_dependency(ip, path, line)
     if name in _IGNORED:
         ip.ir.notes.append(f"line {line}: tl.{name} ignored (no effect on values)")
         return None

@@ -57,6 +57,11 @@ CATALOGUE = {a.id: a for a in (
                       "Tensors the contract marks finite hold finite values (stale KV slots included), and, where "
                       "the contract says no_overflow, float arithmetic on finite values does not overflow; both "
                       "are unchecked at run time unless the engine checks them."),
+    TrustedAssumption("grid-dependency-semantics", "programmatic dependent launch semantics",
+                      "In a kernel launched with launch_pdl, tl.extra.cuda.gdc_wait() returns only after every "
+                      "earlier launch on the stream has finished and its writes are visible; "
+                      "gdc_launch_dependents lets the next launch start early and orders nothing. Tensors a "
+                      "contract marks immutable are written by no launch while the plan runs."),
     TrustedAssumption("z3-solver", "Z3 and the solver encoding",
                       "Z3 answers correctly, and the integer encoding (mathematical integers with explicit "
                       "32-bit range obligations, C division) matches Triton's integer semantics."),
@@ -66,9 +71,12 @@ _ALWAYS = ("triton-compiler", "gpu-execution", "host-glue", "contract-translatio
            "verifier-translator", "verifier-rules", "z3-solver")
 
 
-def assumptions_for(ops: set[str], used_zero_terms: bool, finiteness: bool = False) -> list[TrustedAssumption]:
+def assumptions_for(ops: set[str], used_zero_terms: bool, finiteness: bool = False,
+                    pdl: bool = False) -> list[TrustedAssumption]:
     """The assumptions a result relies on, given the op kinds in its kernel."""
     ids = list(_ALWAYS)
+    if pdl:
+        ids.append("grid-dependency-semantics")
     if finiteness:
         ids.append("attention-finiteness")
     if "dot" in ops:

@@ -17,7 +17,7 @@ from triton.backends.compiler import GPUTarget
 
 from kernels.plan import PlanEntry, plan_for, preset_plan
 from kernels.shapes import PRESETS, ModelShape
-from kernels.tensors import constexpr_kwargs
+from kernels.tensors import constexpr_kwargs, launch_kwargs
 
 _POINTERS = {"float32": "*fp32", "bfloat16": "*bf16"}
 # Index and fp32 pointers by kernel; every other pointer holds activations of the entry's dtype.
@@ -54,10 +54,20 @@ def compile_for_sm90(entry: PlanEntry):
         if param.name not in fn.do_not_specialize and param.name != "M":
             aligned.append(index)
     attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}
-    source = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs={**defaults, **constexpr_kwargs(entry)},
-                                     attrs=attrs)
+    constexprs = {**defaults, **constexpr_kwargs(entry)}
+    source = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
     return triton.compile(source, target=GPUTarget("cuda", 90, 32),
-                          options={"num_warps": entry.num_warps, "num_stages": entry.num_stages})
+                          options={k: v for k, v in launch_kwargs(entry).items() if k not in constexprs})
+
+
+def _check_pdl(entry: PlanEntry, compiled) -> None:
+    """A PDL entry launches early, so it must wait on the previous grid and release the next; any
+    other entry carries neither instruction."""
+    is_pdl = bool(entry.constexpr_dict().get("PDL"))
+    assert compiled.metadata.launch_pdl == is_pdl, entry.key
+    ptx = compiled.asm["ptx"]
+    assert ("griddepcontrol.wait" in ptx) == is_pdl, entry.key
+    assert ("griddepcontrol.launch_dependents" in ptx) == is_pdl, entry.key
 
 
 @pytest.mark.slow
@@ -66,6 +76,7 @@ def test_llama_1b_entries_compile_for_sm90(key):
     entry = preset_plan("llama-1b").entry(key)
     compiled = compile_for_sm90(entry)
     assert compiled.asm["cubin"], key
+    _check_pdl(entry, compiled)
     if entry.kernel in ("matmul", "matmul_split") and entry.constexpr_dict()["BLOCK_M"] >= 64:
         assert "wgmma" in compiled.asm["ptx"], f"{key} does not use Hopper warpgroup MMA"
     elif entry.kernel == "matmul":  # the decode bucket's 16-row tiles: warp-level MMA
@@ -85,6 +96,7 @@ def test_head_dim_256_attention_compiles_within_an_h200s_shared_memory(key):
     entry = plan_for(GEMMA3_1B_ATTENTION).entry(key)
     compiled = compile_for_sm90(entry)
     assert compiled.asm["cubin"], key
+    _check_pdl(entry, compiled)
     assert compiled.metadata.shared <= H200_SHARED_PER_BLOCK, (key, compiled.metadata.shared)
 
 
@@ -104,3 +116,4 @@ GEMMA3_1B = plan_for(replace(PRESETS["gemma3-1b"], final_logit_softcap=30.0))  #
 def test_gemma3_1b_entries_compile_for_sm90(key):
     compiled = compile_for_sm90(GEMMA3_1B.entry(key))
     assert compiled.asm["cubin"], key
+    _check_pdl(GEMMA3_1B.entry(key), compiled)

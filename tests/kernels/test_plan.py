@@ -16,6 +16,7 @@ from evidence_db.canonical import canonical_json, file_digest
 from kernels import configs
 from kernels.plan import CPU_SOURCES, REPO_ROOT, plan_for, preset_plan
 from kernels.shapes import PRESETS, preset
+from kernels.tensors import constexpr_kwargs, launch_kwargs
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -128,6 +129,22 @@ def test_bf16_plans_keep_one_launch_per_weight_until_a_split_pays():
     plan = preset_plan("llama-1b")
     assert not {"matmul_split", "matmul_combine", "matmul_combine_norm"} & {e.kernel for e in plan.entries}
     assert configs.matmul_splits(n=3072, k=2048, dtype="bfloat16") == 1
+
+
+@pytest.mark.parametrize("name", ["llama-1b", "gemma3-1b", "qwen3-0.6b", "mistral-7b"])
+def test_bf16_plans_launch_every_activation_kernel_with_pdl(name):
+    # the float32 logit softcap is the one entry whose configuration carries no dtype: no PDL
+    plan = plan_for(replace(preset(name), final_logit_softcap=30.0))
+    without = sorted(e.key for e in plan.entries if not e.constexpr_dict().get("PDL"))
+    assert without == [e.key for e in plan.entries if e.kernel == "logit_softcap"]
+    entry = plan.entry(next(k for k in plan.keys() if k.startswith("rms_norm.")))
+    assert launch_kwargs(entry)["launch_pdl"] is True and "launch_pdl" not in constexpr_kwargs(entry)
+
+
+def test_float32_plans_launch_without_pdl():
+    # the Triton interpreter (the CPU path) has no grid-dependency instructions
+    for entry in plan_for(replace(preset("llama-1b"), dtype="float32")).entries:
+        assert "PDL" not in entry.constexpr_dict() and "launch_pdl" not in launch_kwargs(entry), entry.key
 
 
 def test_float32_plans_exercise_the_split_path_on_the_tiny_preset():

@@ -119,7 +119,8 @@ def test_split_kv_partial_state_of_each_segment_the_token_sees_is_verified():
     for state in ("acc, m_i", "l_i, m_i"):
         assert f"loop at line {SPLIT_LOOP_LINE}: extra suffix iterations of launch A proved exact identities on " \
             f"{state}" in steps
-    assert {t.id for t in result.trusted} == PLAN_ATTENTION_TRUSTED
+    # a bf16 plan entry: launched with PDL
+    assert {t.id for t in result.trusted} == PLAN_ATTENTION_TRUSTED | {"grid-dependency-semantics"}
     for tensor in ("m_ptr", "l_ptr", "acc_ptr"):
         assert any(f"the selected {tensor} element is written (by the store" in o.what for o in result.obligations)
 
@@ -148,3 +149,17 @@ def test_merged_value_classes_give_unknown_never_a_false_refutation(verify, tmp_
     result = verify(folded, "window_attention_kernel", **WINDOW)
     assert result.verdict == "UNKNOWN", result.reason
     assert "merged guard regions" in result.reason
+
+
+def test_pdl_weight_tile_before_the_wait_is_verified_on_the_immutable_premise(verify):
+    result = verify(KERNELS / "pdl_weight_first.py", "matmul_kernel")
+    assert result.verdict == "VERIFIED", result.reason
+    assert "w_ptr is not written while a launch of the plan runs (contract: immutable)" in \
+        {p.text for p in result.premises}
+    assert "grid-dependency-semantics" in {t.id for t in result.trusted}
+
+
+def test_a_launch_without_pdl_does_not_rest_on_grid_dependency_semantics(verify):
+    result = verify(KERNELS / "pdl_weight_first.py", "matmul_kernel", PDL=False)
+    assert result.verdict == "VERIFIED", result.reason
+    assert "grid-dependency-semantics" not in {t.id for t in result.trusted}

@@ -68,3 +68,25 @@ def test_combine_order_counterexample_puts_one_launch_on_each_side_of_the_switch
     result = verify(MUTANTS / "combine_order_from_m.py", "matmul_combine_kernel")
     sizes = sorted(result.counterexample[launch]["M"] for launch in ("A", "B"))
     assert sizes[0] <= 64 < sizes[1], sizes
+
+
+# Programmatic dependent launch: a single-launch ordering fault, so the counterexample is launch A's.
+PDL_CASES = [
+    ("pdl_read_before_wait", "matmul_kernel", "the load of x_ptr at line 24 comes before the grid-dependency wait"),
+    ("pdl_no_wait", "rms_norm_kernel", "the load of x_ptr at line 19 comes before any grid-dependency wait"),
+]
+
+
+@pytest.mark.parametrize("name,kernel,phrase", PDL_CASES, ids=[c[0] for c in PDL_CASES])
+def test_pdl_mutant_is_refuted_with_the_early_access(verify, name, kernel, phrase):
+    result = verify(MUTANTS / f"{name}.py", kernel)
+    assert result.verdict == "REFUTED", (result.verdict, result.reason)
+    assert phrase in result.reason
+    assert any(k.startswith("pid") for k in result.counterexample["A"]), "it names the program that reads early"
+    assert [o.pass_name for o in result.obligations if o.status == "refuted"] == ["pdl"]
+
+
+def test_pdl_mutants_verify_without_pdl(verify):
+    """Only the launch mode makes them wrong: launched plainly, the same kernels are VERIFIED."""
+    for name, kernel, _ in PDL_CASES:
+        assert verify(MUTANTS / f"{name}.py", kernel, PDL=False).verdict == "VERIFIED", name
