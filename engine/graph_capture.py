@@ -92,6 +92,14 @@ class GraphSet(Generic[Shape]):
     def __len__(self) -> int:
         return len(self.graphs)
 
+    def __getitem__(self, shape: Shape) -> Captured:
+        """The graph of a shape already captured (KeyError for any other)."""
+        return self.graphs[shape]
+
+    def values(self) -> Iterable[Captured]:
+        """The graphs captured so far, in capture order."""
+        return self.graphs.values()
+
     def get(self, shape: Shape) -> Captured | None:
         """The graph of ``shape`` (captured now if this is its first step; call before staging the
         step), or None for a shape outside the set."""
