@@ -3,6 +3,7 @@
 One run also checks the engine's GPU path for bitwise determinism.
 
     PYTHONPATH=. python3 bench/engine_gpu.py --out DIR [--quick] [--model-dir DIR] [--parts a,b] [--no-pdl]
+        [--no-gc-freeze]
 
 Parts, in order; each records its result or its error and the run goes on:
   checkpoint      the llama-1b preset (random bf16 weights, seed 0) in a temporary directory,
@@ -23,7 +24,9 @@ Parts, in order; each records its result or its error and the run goes on:
 --quick: contexts 0/1K/4K, 64 new tokens (transformers 17), 2 runs, prefill 4 x 1024, multi-turn
 4 sessions x 2 turns of 2K (1K shared), +64 tokens, 64 output tokens. Writes DIR/engine_gpu.json
 and DIR/engine_gpu.md after every part; a wall-clock budget (--budget-s) shortens or skips what
-would not fit.
+would not fit. Every timed engine run first leaves what is alive out of the cyclic collector's
+passes, as `bitcase serve`'s engine process does (--no-gc-freeze: not), and records the full
+passes that ran in it.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import torch  # noqa: E402
 
+from bench import engine_gpu_workloads  # noqa: E402
 from bench.engine_gpu_baselines import torch_eager_decode, transformers_generate  # noqa: E402
 from bench.engine_gpu_compiled import torch_compiled_decode  # noqa: E402
 from bench.engine_gpu_common import (Budget, copy_rate_bytes_per_s, environment, free_cuda, guarded,  # noqa: E402
@@ -119,9 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=450.0, help="wall-clock budget of the whole run")
     parser.add_argument("--no-pdl", action="store_true",
                         help="plans without programmatic dependent launch (the A/B baseline; another D)")
+    parser.add_argument("--no-gc-freeze", action="store_true",
+                        help="timed runs leave the cyclic collector's passes as they are (the A/B baseline)")
     args = parser.parse_args(argv)
     if args.no_pdl:  # before any configuration is built: they are cached per process
         launch_config.PDL_DTYPES = ()
+    engine_gpu_workloads.GC_FREEZE = not args.no_gc_freeze
     wanted = {p for p in args.parts.split(",") if p} | {"checkpoint"}
     if wanted - set(PARTS):
         parser.error(f"unknown part(s) {', '.join(sorted(wanted - set(PARTS)))}; known: {', '.join(PARTS)}")
@@ -134,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     run = Run(args.out, config, wanted, preset("llama-1b"))
     run.results["config"]["model_dir_given"] = args.model_dir is not None
     run.results["config"]["pdl"] = bool(launch_config.PDL_DTYPES)
+    run.results["config"]["gc_freeze"] = engine_gpu_workloads.GC_FREEZE
     try:
         model_dir = run.part("checkpoint", lambda: args.model_dir or make_checkpoint("llama-1b", scratch, seed=0))
         if model_dir is None:

@@ -8,19 +8,21 @@ time.
 
 from __future__ import annotations
 
+import gc
 import platform
 import statistics
 import subprocess
 import sys
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
 __all__ = ["Budget", "log", "guarded", "summary", "copy_rate_bytes_per_s", "weight_bytes", "kv_bytes_per_token",
-           "roofline_tokens_per_s", "environment", "random_prompts", "free_cuda"]
+           "roofline_tokens_per_s", "environment", "random_prompts", "free_cuda", "collector_pauses"]
 
 _START = time.perf_counter()
 
@@ -137,10 +139,38 @@ def random_prompts(lengths: Sequence[int], *, seed: int, vocab_size: int = 12800
     return [torch.randint(0, vocab_size, (n,), generator=g).tolist() for n in lengths]
 
 
+@contextmanager
+def collector_pauses(*, freeze: bool) -> Iterator[list[float]]:
+    """Milliseconds of each full pass of the cyclic collector while inside (filled on exit).
+
+    With ``freeze``, everything alive on entry is first left out of the collector's passes, as
+    ``bitcase serve``'s engine process does once its engine is built (serving/engine_process.py),
+    and put back on exit.
+    """
+    pauses: list[float] = []
+    started: list[float] = []
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] == 2:
+            if phase == "start":
+                started.append(time.perf_counter())
+            elif started:
+                pauses.append(1e3 * (time.perf_counter() - started.pop()))
+
+    if freeze:
+        gc.collect()
+        gc.freeze()
+    gc.callbacks.append(watch)
+    try:
+        yield pauses
+    finally:
+        gc.callbacks.remove(watch)
+        if freeze:
+            gc.unfreeze()
+
+
 def free_cuda() -> None:
     """Return cached CUDA memory after a part dropped its engines or models."""
-    import gc
-
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.synchronize()

@@ -58,6 +58,20 @@ def _decode_table(results: dict[str, Any], spec: Any) -> list[str]:
     return lines
 
 
+def _collector_line(results: dict[str, Any]) -> list[str]:
+    """How many full passes of the cyclic collector ran inside the timed decode runs, and the longest."""
+    engine = results["parts"].get("engine_decode", {}).get("result", {})
+    runs = [run for mode in ("graphs", "graphs_step_by_step", "eager") for entry in engine.get(mode, {}).values()
+            if isinstance(entry, dict) for run in entry.get("gc_full_passes_ms", [])]
+    if not runs:
+        return []
+    passes = [ms for run in runs for ms in run]
+    frozen = "frozen first" if results["config"].get("gc_freeze", True) else "not frozen"
+    longest = f", longest {max(passes):.0f} ms" if passes else ""
+    return ["", f"Full passes of the cyclic collector inside the {len(runs)} timed decode runs (collector {frozen}): "
+                f"{len(passes)}{longest}."]
+
+
 def _prefill_table(results: dict[str, Any]) -> list[str]:
     parts = results["parts"]
     engine = parts.get("engine_prefill", {}).get("result", {}).get("shapes", {})
@@ -96,13 +110,14 @@ def markdown(results: dict[str, Any], spec: Any) -> str:
     rate = results["parts"].get("copy_rate", {}).get("result", {}).get("bytes_per_s")
     det = results["parts"].get("determinism", {}).get("result")
     pdl = "" if config.get("pdl", True) else ", plans without programmatic dependent launch"
+    pdl += "" if config.get("gc_freeze", True) else ", collector not frozen"
     lines = [f"# Engine GPU benchmark ({'quick' if config['quick'] else 'full'}{pdl})", "",
              f"{env.get('gpu', 'no GPU')}; torch {env['torch']}, triton {env['triton']}, transformers "
              f"{env.get('transformers')}, CUDA {env.get('cuda')}; copy rate "
              f"{'not measured' if not rate else f'{rate / 1e12:.2f} TB/s'}", "",
              f"## Decode tokens/s, batch {config['batch']}, {config['new_tokens']} new tokens "
              f"(transformers: {config['hf_new_tokens']}); median (min–max) of {config['repeats']} runs", "",
-             *_decode_table(results, spec), "", "## Decode step: launches and GPU time by kernel", "",
+             *_decode_table(results, spec), *_collector_line(results), "", "## Decode step: launches and GPU time by kernel", "",
              *profile_markdown(results["parts"].get("decode_profile", {}).get("result")), "## Prefill tokens/s", "", *_prefill_table(results), "",
              "## Multi-turn sessions", "", *_multi_turn(results), "", "## Determinism (bitwise)", ""]
     if det:

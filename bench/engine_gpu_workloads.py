@@ -4,7 +4,9 @@ Decode: ``batch`` requests whose prompts (``context`` tokens; 1 token for contex
 in the prefix cache (a warm-up run put them there), greedy, ``ignore_eos``. The timed window
 starts once every request has its first token and ends when all have ``new_tokens``; its
 tokens per second are ``batch * (new_tokens - 1)`` over that time. Prefill: fresh random prompts
-(no cache hits), ``max_tokens=1``, prompt tokens per second to completion.
+(no cache hits), ``max_tokens=1``, prompt tokens per second to completion. Each run records the
+cyclic collector's full passes in it; with :data:`GC_FREEZE` everything alive when the run starts
+is left out of them first, as in ``bitcase serve``'s engine process.
 """
 
 from __future__ import annotations
@@ -14,17 +16,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from bench.engine_gpu_common import Budget, guarded, log, random_prompts, summary
+from bench.engine_gpu_common import Budget, collector_pauses, guarded, log, random_prompts, summary
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
 from engine.sampling_params import SamplingParams
 
-__all__ = ["BENCH_ENGINE", "open_engine", "decode_by_context", "prefill_throughput", "MultiTurnSpec",
+__all__ = ["BENCH_ENGINE", "GC_FREEZE", "open_engine", "decode_by_context", "prefill_throughput", "MultiTurnSpec",
            "FULL_MULTI_TURN", "QUICK_MULTI_TURN", "multi_turn"]
 
 # Limits every engine of the run shares (D's engine fields differ only in cuda_graphs).
 BENCH_ENGINE = dict(device="cuda", dtype="bfloat16", page_size=16, num_pages=16384, max_num_seqs=16,
                     max_num_batched_tokens=8192, max_model_len=24576, keep_logit_rows=False)
+# Whether a run freezes what is alive before it (bench/engine_gpu.py --no-gc-freeze: the A/B baseline).
+GC_FREEZE = True
 
 
 def open_engine(model_dir: Path, **overrides: Any) -> LLMEngine:
@@ -40,23 +44,24 @@ def _run(engine: LLMEngine, prompts: Sequence[Sequence[int]], max_tokens: int) -
     params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
     for p in prompts:  # all or none enter the engine
         engine.validate(p, params)
-    start = time.perf_counter()
-    ids = [engine.add_request(p, params) for p in prompts]
-    waiting_first, first_at, previous, step_s, finished = set(ids), None, start, [], {}
-    while engine.has_unfinished():
-        result = engine.step()
-        now = time.perf_counter()
-        if first_at is None:
-            waiting_first -= {r.request_id for r in result.scheduled if r.is_sampled}
-            first_at = now if not waiting_first else None
-        else:
-            step_s.append(now - previous)
-        previous = now
-        finished.update({o.request_id: len(o.token_ids) for o in result.finished})
+    with collector_pauses(freeze=GC_FREEZE) as gc_ms:
+        start = time.perf_counter()
+        ids = [engine.add_request(p, params) for p in prompts]
+        waiting_first, first_at, previous, step_s, finished = set(ids), None, start, [], {}
+        while engine.has_unfinished():
+            result = engine.step()
+            now = time.perf_counter()
+            if first_at is None:
+                waiting_first -= {r.request_id for r in result.scheduled if r.is_sampled}
+                first_at = now if not waiting_first else None
+            else:
+                step_s.append(now - previous)
+            previous = now
+            finished.update({o.request_id: len(o.token_ids) for o in result.finished})
     assert all(finished[i] == max_tokens for i in ids), f"a request stopped early: {finished}"
     assert first_at is not None
     return {"total_s": previous - start, "first_token_s": first_at - start, "decode_s": previous - first_at,
-            "step_s": step_s}
+            "step_s": step_s, "gc_full_ms": gc_ms}
 
 
 def _decode_runs(engine: LLMEngine, prompts: list[list[int]], new_tokens: int, repeats: int) -> dict[str, Any]:
@@ -65,6 +70,8 @@ def _decode_runs(engine: LLMEngine, prompts: list[list[int]], new_tokens: int, r
     batch = len(prompts)
     return {"tokens_per_s": summary([batch * (new_tokens - 1) / r["decode_s"] for r in runs]),
             "step_ms": summary([1e3 * sorted(r["step_s"])[len(r["step_s"]) // 2] for r in runs]),
+            "longest_step_ms": [round(1e3 * max(r["step_s"]), 3) for r in runs],
+            "gc_full_passes_ms": [[round(ms, 1) for ms in r["gc_full_ms"]] for r in runs],
             "first_token_s": summary([r["first_token_s"] for r in runs]), "warm_up_prefill_s": warm["first_token_s"],
             "batch": batch, "new_tokens": new_tokens}
 
@@ -138,37 +145,38 @@ def multi_turn(engine: LLMEngine, spec: MultiTurnSpec, *, budget: Budget, reserv
     due: list[float | None] = [0.0] * spec.num_sessions
     turns: list[list[dict[str, float]]] = [[] for _ in range(spec.num_sessions)]
     active: dict[str, int] = {}
-    complete, start = True, time.perf_counter()
     params = SamplingParams(max_tokens=spec.output_tokens, ignore_eos=True)
-    while any(d is not None for d in due) or active:
-        now = time.perf_counter() - start
-        for s, at in enumerate(due):
-            if at is not None and at <= now:
-                active[engine.add_request(history[s], params)] = s
-                turns[s].append({"submitted_s": now, "prompt_tokens": len(history[s])})
-                due[s] = None
-        if not engine.has_unfinished():
-            time.sleep(min(0.01, max(0.0, min(d for d in due if d is not None) - now)))
-            continue
-        result = engine.step()
-        now = time.perf_counter() - start
-        for row in result.scheduled:
-            turn = turns[active[row.request_id]][-1] if row.request_id in active else None
-            if turn is not None and row.is_sampled and "first_token_s" not in turn:
-                turn["first_token_s"] = now
-        for output in result.finished:
-            s = active.pop(output.request_id)
-            turns[s][-1].update(finished_s=now, cached_tokens=output.num_cached_tokens)
-            history[s] = history[s] + list(output.token_ids)
-            if len(turns[s]) < spec.num_turns:
-                history[s] += follow_ups[s * spec.num_turns + len(turns[s])]
-                due[s] = now + spec.think_s
-        if budget.left() < reserve_s:
-            complete = False
-            for request_id in list(active):
-                engine.cancel(request_id)
-            log(f"  multi-turn stopped by the time budget after {now:.0f} s")
-            break
+    with collector_pauses(freeze=GC_FREEZE) as gc_ms:
+        complete, start = True, time.perf_counter()
+        while any(d is not None for d in due) or active:
+            now = time.perf_counter() - start
+            for s, at in enumerate(due):
+                if at is not None and at <= now:
+                    active[engine.add_request(history[s], params)] = s
+                    turns[s].append({"submitted_s": now, "prompt_tokens": len(history[s])})
+                    due[s] = None
+            if not engine.has_unfinished():
+                time.sleep(min(0.01, max(0.0, min(d for d in due if d is not None) - now)))
+                continue
+            result = engine.step()
+            now = time.perf_counter() - start
+            for row in result.scheduled:
+                turn = turns[active[row.request_id]][-1] if row.request_id in active else None
+                if turn is not None and row.is_sampled and "first_token_s" not in turn:
+                    turn["first_token_s"] = now
+            for output in result.finished:
+                s = active.pop(output.request_id)
+                turns[s][-1].update(finished_s=now, cached_tokens=output.num_cached_tokens)
+                history[s] = history[s] + list(output.token_ids)
+                if len(turns[s]) < spec.num_turns:
+                    history[s] += follow_ups[s * spec.num_turns + len(turns[s])]
+                    due[s] = now + spec.think_s
+            if budget.left() < reserve_s:
+                complete = False
+                for request_id in list(active):
+                    engine.cancel(request_id)
+                log(f"  multi-turn stopped by the time budget after {now:.0f} s")
+                break
     wall = time.perf_counter() - start
     done_turns = [t for session in turns for t in session if "finished_s" in t]
     sessions = [{"completion_s": s[-1].get("finished_s") if len(s) == spec.num_turns else None,
@@ -178,4 +186,5 @@ def multi_turn(engine: LLMEngine, spec: MultiTurnSpec, *, budget: Budget, reserv
             "turn_latency_s": summary([t["finished_s"] - t["submitted_s"] for t in done_turns]),
             "time_to_first_token_s": summary([t["first_token_s"] - t["submitted_s"] for t in done_turns
                                               if "first_token_s" in t]),
-            "output_tokens_per_s": len(done_turns) * spec.output_tokens / wall}
+            "output_tokens_per_s": len(done_turns) * spec.output_tokens / wall,
+            "gc_full_passes_ms": [round(ms, 1) for ms in gc_ms]}

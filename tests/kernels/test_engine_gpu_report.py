@@ -1,4 +1,4 @@
-"""bench/engine_gpu.py's decode-step profile: kernel grouping and its markdown, without a GPU."""
+"""bench/engine_gpu.py without a GPU: the decode-step profile, the summary, the collector watch, the baselines."""
 
 from __future__ import annotations
 
@@ -60,3 +60,36 @@ def test_the_compiled_baseline_model_is_the_eager_loops_model(tmp_path):
             theirs = eager.step(theirs, pos)
             ours = static(ours, torch.tensor([pos]))
             assert torch.equal(ours, theirs), pos
+
+
+def test_the_summary_counts_the_collector_passes_inside_timed_decode_runs():
+    results = {"environment": {"torch": "2", "triton": "3"},
+               "parts": {"engine_decode": {"result": {
+                   "graphs": {"0": {"gc_full_passes_ms": [[], [], [109.1]]}, "1024": {"skipped": "time budget"}},
+                   "eager": {"0": {"gc_full_passes_ms": [[], [4.2]]}}}}},
+               "config": {"quick": True, "contexts": [0], "batch": 4, "new_tokens": 8, "hf_new_tokens": 3,
+                          "repeats": 1, "gc_freeze": False}}
+    text = markdown(results, preset("llama-1b"))
+    assert "collector not frozen)" in text.splitlines()[0]
+    assert "inside the 5 timed decode runs (collector not frozen): 2, longest 109 ms." in text
+    results["config"]["gc_freeze"] = True
+    results["parts"]["engine_decode"]["result"] = {"graphs": {"0": {"gc_full_passes_ms": [[], []]}}}
+    assert "inside the 2 timed decode runs (collector frozen first): 0." in markdown(results, preset("llama-1b"))
+    results["parts"]["engine_decode"] = {"skipped": "not selected"}
+    assert "Full passes" not in markdown(results, preset("llama-1b"))
+
+
+def test_collector_pauses_times_full_passes_and_freezes_only_inside():
+    import gc
+
+    from bench.engine_gpu_common import collector_pauses
+
+    gc.unfreeze()
+    with collector_pauses(freeze=True) as pauses:
+        assert gc.get_freeze_count() > 0
+        gc.collect(1)  # a younger pass is not timed
+        gc.collect()
+    assert gc.get_freeze_count() == 0 and len(pauses) == 1 and pauses[0] >= 0
+    with collector_pauses(freeze=False) as pauses:
+        assert gc.get_freeze_count() == 0
+    assert pauses == []

@@ -76,3 +76,40 @@ def test_the_engine_process_leaves_signals_to_the_server(model_dir, signum):
         assert served.loop.is_healthy
         body = {**LONG, "max_tokens": 3}
         assert httpx.post(served.base_url + "/v1/completions", json=body, timeout=30).status_code == 200
+
+
+def test_the_engine_process_freezes_what_is_alive_once_its_engine_is_built(monkeypatch):
+    """A full collection over torch's objects would stall a decode step: the engine process
+    leaves everything alive at start-up out of the collector's passes, after the engine is built."""
+    import gc
+    from types import SimpleNamespace
+
+    from serving import engine_process
+
+    monkeypatch.setattr(engine_process.signal, "signal", lambda *_: None)  # this process keeps its handlers
+    seen: dict = {}
+
+    def start_engine(status):
+        seen["frozen_while_building"] = gc.get_freeze_count()
+        engine = SimpleNamespace(spec=SimpleNamespace(vocab_size=8, eos_token_ids=[0]),
+                                 config=SimpleNamespace(max_model_len=16),
+                                 deployment=SimpleNamespace(digest="d", fields={}),
+                                 runner=SimpleNamespace(plan=SimpleNamespace(digest="p")),
+                                 has_unfinished=lambda: False)
+        seen["engine"] = engine
+        return engine, []
+
+    class ParentGone:
+        def poll(self, timeout):
+            seen["frozen_while_serving"] = gc.get_freeze_count()
+            raise EOFError
+
+    sent = []
+    gc.unfreeze()
+    try:
+        engine_process.engine_main(start_engine, ParentGone(), SimpleNamespace(send=sent.append))
+    finally:
+        gc.unfreeze()
+    assert seen["frozen_while_building"] == 0
+    assert seen["frozen_while_serving"] > 0
+    assert [m[0] for m in sent] == ["ready"]
