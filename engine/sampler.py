@@ -15,7 +15,10 @@ import torch
 
 from engine.sampling_params import SamplerState, SamplingParams, uniform
 
-__all__ = ["sample", "greedy_tokens"]
+__all__ = ["sample", "nucleus", "greedy_tokens"]
+
+# The top-p cut sorts first the entries within these fractions of the row's largest probability.
+NUCLEUS_LEVELS = (2.0**-8, 2.0**-16, 2.0**-32)
 
 
 def sample(row: torch.Tensor, params: SamplingParams, state: SamplerState) -> tuple[int, SamplerState]:
@@ -38,10 +41,7 @@ def sample(row: torch.Tensor, params: SamplingParams, state: SamplerState) -> tu
         x = torch.where(x < kth, torch.full_like(x, float("-inf")), x)
     probs = torch.softmax(x, dim=0)
     if params.top_p < 1.0:
-        sorted_probs, order = torch.sort(probs, descending=True, stable=True)
-        mass_before = torch.cumsum(sorted_probs, dim=0) - sorted_probs
-        drop = order[mass_before >= params.top_p]
-        probs = probs.index_fill(0, drop, 0.0)
+        probs = nucleus(probs, params.top_p)
     cdf = torch.cumsum(probs, dim=0)
     target = uniform(state) * float(cdf[-1])
     token = int(torch.searchsorted(cdf, torch.tensor([target], dtype=torch.float64), right=True)[0])
@@ -50,6 +50,38 @@ def sample(row: torch.Tensor, params: SamplingParams, state: SamplerState) -> tu
     while probs[token] == 0.0 and token > 0:  # only reachable through that last rounding step
         token -= 1
     return token, state.advanced()
+
+
+def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """``probs`` ([V] float64, from a softmax) with every entry outside the smallest most-probable
+    set of mass ``top_p`` zeroed, bit for bit the cut of a stable descending sort of the whole row.
+
+    That cut drops the sorted entries whose mass before them (cumsum minus the entry) reaches
+    ``top_p``: a suffix, since that mass never decreases along a descending order. The entries at
+    least some value are exactly the sort's first ones, in the same (stable) order, and a cumsum
+    is sequential, so sorting only them gives the same masses: when the cut falls among them, it
+    is the whole row's cut. So the row's entries within :data:`NUCLEUS_LEVELS` of its largest are
+    tried first, narrowest first, each only if it holds about ``top_p`` of the mass and at most half
+    the row (guesses that can cost time, never bits); then the whole row (at once when it holds a
+    NaN, which orders apart).
+    """
+    # probs: [V] float64
+    if not bool(torch.isnan(probs).any()):
+        largest = probs.max()
+        for level in NUCLEUS_LEVELS:
+            is_candidate = probs >= largest * level
+            if 2 * int(is_candidate.sum()) > probs.shape[0]:
+                break
+            if float(torch.where(is_candidate, probs, 0.0).sum()) >= top_p:
+                candidates = torch.nonzero(is_candidate).squeeze(1)  # ascending: the stable order of ties
+                sorted_probs, order = torch.sort(probs[candidates], descending=True, stable=True)
+                is_cut = (torch.cumsum(sorted_probs, dim=0) - sorted_probs) >= top_p
+                if bool(is_cut.any()):
+                    keep = candidates[order[~is_cut]]
+                    return torch.zeros_like(probs).index_copy_(0, keep, probs[keep])
+    sorted_probs, order = torch.sort(probs, descending=True, stable=True)
+    mass_before = torch.cumsum(sorted_probs, dim=0) - sorted_probs
+    return probs.index_fill(0, order[mass_before >= top_p], 0.0)
 
 
 _MAX_PARTS = 64
