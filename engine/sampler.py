@@ -66,8 +66,8 @@ def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     NaN, which orders apart).
     """
     # probs: [V] float64
-    if not bool(torch.isnan(probs).any()):
-        largest = probs.max()
+    largest = probs.max()  # NaN when the row holds one
+    if not bool(torch.isnan(largest)):
         for level in NUCLEUS_LEVELS:
             is_candidate = probs >= largest * level
             if 2 * int(is_candidate.sum()) > probs.shape[0]:
