@@ -3,10 +3,10 @@
     PYTHONPATH=. python3 bench/sampler.py [--vocab 32000,128256,262144] [--repeats 15] [--out FILE]
 
 For each vocabulary size and logit spread (normal logits times ``--spreads``: small spreads give
-flat rows with large nuclei, large ones peaked rows with small nuclei, as trained models mostly
-give), ``sample`` of one float32 row (temperature 0.8, top-p 0.9 and 0.95, top-k 0 and 50)
-runs in alternating pairs: once as it is, once with its cut replaced by a stable descending sort
-of the whole row (what it computes, by definition). Both must give the same token. Rates are per
+flat rows with large nuclei, large ones peaked rows with small nuclei), ``sample`` of one float32
+row (temperature 0.8, top-p 0.9 and 0.95, top-k 0 and 50) runs in alternating pairs: once as it
+is, once with its cut replaced by ``engine.sampler.whole_row_cut`` (a stable descending sort of
+the whole row: what it computes, by definition). Both must give the same token. Rates are per
 second of this process's CPU time (``time.process_time``), single-threaded as the engine
 samples (``num_threads`` 1 by default), so other load on a shared machine barely moves them;
 reported are the median ms of each and the median ratio of the pairs. Prints a JSON object.
@@ -32,13 +32,6 @@ from engine import sampler  # noqa: E402
 from engine.sampling_params import SamplerState, SamplingParams  # noqa: E402
 
 
-def whole_row_cut(probs: torch.Tensor, top_p: float) -> torch.Tensor:
-    """The top-p cut as a stable descending sort of the whole row gives it."""
-    sorted_probs, order = torch.sort(probs, descending=True, stable=True)
-    mass_before = torch.cumsum(sorted_probs, dim=0) - sorted_probs
-    return probs.index_fill(0, order[mass_before >= top_p], 0.0)
-
-
 def _timed(row: torch.Tensor, params: SamplingParams, state: SamplerState) -> tuple[int, float]:
     start = time.process_time()
     token, _ = sampler.sample(row, params, state)
@@ -60,7 +53,7 @@ def measure(vocab_size: int, spread: float, params: SamplingParams, repeats: int
         state = SamplerState(seed=7, counter=r)
         pair = {}
         for name in (("own", "whole") if r % 2 == 0 else ("whole", "own")):
-            sampler.nucleus = candidates_cut if name == "own" else whole_row_cut
+            sampler.nucleus = candidates_cut if name == "own" else sampler.whole_row_cut
             try:
                 pair[name] = _timed(row, params, state)
             finally:

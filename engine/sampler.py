@@ -15,7 +15,7 @@ import torch
 
 from engine.sampling_params import SamplerState, SamplingParams, uniform
 
-__all__ = ["sample", "nucleus", "greedy_tokens"]
+__all__ = ["sample", "nucleus", "whole_row_cut", "greedy_tokens"]
 
 # The top-p cut sorts first the entries within these fractions of the row's largest probability.
 NUCLEUS_LEVELS = (2.0**-8, 2.0**-16, 2.0**-32)
@@ -79,6 +79,11 @@ def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
                 if bool(is_cut.any()):
                     keep = candidates[order[~is_cut]]
                     return torch.zeros_like(probs).index_copy_(0, keep, probs[keep])
+    return whole_row_cut(probs, top_p)
+
+
+def whole_row_cut(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """The top-p cut by its definition: a stable descending sort of the whole row ([V] float64)."""
     sorted_probs, order = torch.sort(probs, descending=True, stable=True)
     mass_before = torch.cumsum(sorted_probs, dim=0) - sorted_probs
     return probs.index_fill(0, order[mass_before >= top_p], 0.0)
