@@ -3,8 +3,9 @@
 Every function here takes static shape values (hidden size, head counts, head dim, vocabulary,
 page size, the (N, K) of a weight, dtypes) and nothing else: no batch size, token count or KV
 length can reach a configuration, so a request's kernels run the same code whatever it is
-batched with. The one exception is DESIGN.md §5's M bucket: a matmul of at most DECODE_ROWS
-rows takes another tile shape with the same BLOCK_K, splits and K order (decode_matmul_config).
+batched with. The one exception is DESIGN.md §5's M buckets: a matmul of at most DECODE_ROWS rows, or of
+at least PREFILL_ROWS[dtype], takes another tile shape with the same BLOCK_K, splits and K order
+(decode_matmul_config, prefill_matmul_config).
 The plan (kernels/plan.py) and the launch wrappers (kernels/ops.py) call the same functions,
 and a launch is refused unless its configuration is in the active plan. They are pure, so they
 are memoised: an op pays a dict lookup, not a rebuild, per launch.
@@ -26,9 +27,10 @@ from kernels.attention_configs import (ATTENTION_KEYS, SEGMENT_TILES, attention_
                                        attention_keys, paged_attention_config)
 from kernels.launch_config import (DTYPES, KERNELS, LaunchConfig, _as_float32, _check_dtype, _check_positive,
                                    _is_pow2, _make, _next_pow2, _row_warps, _unchecked)
-from kernels.matmul_configs import (COMBINE_COLUMNS, DECODE_ROWS, DEEP_K, MIN_COLUMN_PROGRAMS, SPLIT_K,  # noqa: F401
-                                    WIDE_N, decode_matmul_config, linear_configs, matmul_combine_config,
-                                    matmul_combine_norm_config, matmul_config, matmul_split_config, matmul_splits)
+from kernels.matmul_configs import (COMBINE_COLUMNS, DECODE_ROWS, DEEP_K, MIN_COLUMN_PROGRAMS,  # noqa: F401
+                                    PREFILL_ROWS, SPLIT_K, WIDE_N, decode_matmul_config, linear_configs,
+                                    matmul_combine_config, matmul_combine_norm_config, matmul_config,
+                                    matmul_split_config, matmul_splits, prefill_matmul_config)
 
 __all__ = [
     "DTYPES",
@@ -38,6 +40,7 @@ __all__ = [
     "rms_norm_config",
     "matmul_config",
     "decode_matmul_config",
+    "prefill_matmul_config",
     "matmul_splits",
     "matmul_split_config",
     "matmul_combine_config",
@@ -101,15 +104,20 @@ def rms_norm_config(*, hidden_size: int, eps: float, has_residual: bool, dtype: 
     return _make("rms_norm", suffix, constexprs, _row_warps(block, 16), 1, {"hidden_size": hidden_size, "dtype": dtype})
 
 
+# Elements a rope program rotates: whole heads, a power of two of them (masked past the last).
+ROPE_ELEMENTS = 1024
+
+
 @lru_cache(maxsize=None)
 def rope_config(*, head_dim: int, dtype: str) -> LaunchConfig:
-    """Rotary embedding (rotate-half): one program per (token, head)."""
+    """Rotary embedding (rotate-half): one program per (token, ROPE_ELEMENTS / head_dim heads)."""
     _check_positive(head_dim=head_dim)
     _check_dtype(dtype)
     if not _is_pow2(head_dim) or head_dim < 2:
         raise ValueError(f"rope needs a power-of-two head_dim >= 2, got {head_dim}")
-    return _make("rope", f"d{head_dim}", {"HALF": head_dim // 2, "DTYPE": dtype}, 1, 1,
-                 {"head_dim": head_dim, "dtype": dtype})
+    block_heads = max(1, ROPE_ELEMENTS // head_dim)
+    return _make("rope", f"d{head_dim}", {"HALF": head_dim // 2, "BLOCK_HEADS": block_heads, "DTYPE": dtype},
+                 _row_warps(block_heads * head_dim, 4), 1, {"head_dim": head_dim, "dtype": dtype})
 
 
 def _gated_config(kernel: str, intermediate_size: int, dtype: str) -> LaunchConfig:

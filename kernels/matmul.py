@@ -1,10 +1,10 @@
 """Matmul ``out[M, N] = x[M, K] @ weight[N, K]^T (+ bias)``: a 2-D grid, one K order per tile.
 
-Program (pid_m, pid_n) owns output tile rows [pid_m*BLOCK_M, +BLOCK_M) x columns
+Program (pid_m, pid_n) (grid axes swapped with ``N_MAJOR``) owns output tile rows [pid_m*BLOCK_M, +BLOCK_M) x columns
 [pid_n*BLOCK_N, +BLOCK_N) and accumulates it in fp32 over K in ascending BLOCK_K steps with
 ``tl.dot``. No split-K, no persistent scheduling; tile sizes come from (N, K, dtype) through
-the plan, and for launches of at most DECODE_ROWS rows from the decode bucket's entry (same
-BLOCK_K and K order, kernels/matmul_configs.py). A row's value therefore depends only on that
+the plan, and for launches of at most DECODE_ROWS rows (or at least PREFILL_ROWS) from the decode
+(prefill) bucket's entry (same BLOCK_K and K order, kernels/matmul_configs.py). A row's value therefore depends only on that
 row of x, the weight and the bias; rows past M are loaded as zeros and never stored. M is a
 runtime int that Triton must not specialise on (``do_not_specialize``), so every M of a bucket
 runs the same compiled code.
@@ -25,13 +25,18 @@ __all__ = ["matmul_kernel", "check_matmul", "launch_matmul"]
 @triton.jit(do_not_specialize=["M"])
 def matmul_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, M, stride_xm, stride_wn, stride_om,
                   N: tl.constexpr, K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  BLOCK_K: tl.constexpr, HAS_BIAS: tl.constexpr, OUT_DTYPE: tl.constexpr, PDL: tl.constexpr = False):
+                  BLOCK_K: tl.constexpr, HAS_BIAS: tl.constexpr, OUT_DTYPE: tl.constexpr, N_MAJOR: tl.constexpr = False,
+                  PDL: tl.constexpr = False):
     # x: [M, K] row stride stride_xm; w: [N, K] row stride stride_wn; bias: [N]; out: [M, N]
     if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
+    if N_MAJOR:  # column tiles on grid axis 0: programs launched together share rows of x, the weight stays in L2
+        pid_n = tl.program_id(0)
+        pid_m = tl.program_id(1)
+    else:
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
@@ -70,9 +75,11 @@ def check_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
         f"x needs unit column stride and non-overlapping rows, got strides {x.stride()}"
     assert weight.is_contiguous(), f"weight must be contiguous, got strides {weight.stride()}"
     assert out.is_contiguous(), f"out must be contiguous, got strides {out.stride()}"
-    max_rows = entry.static_dict().get("max_rows")
+    max_rows, min_rows = entry.static_dict().get("max_rows"), entry.static_dict().get("min_rows")
     assert max_rows is None or num_rows <= max_rows, \
         f"{entry.key} is the decode bucket's tile for at most {max_rows} rows, got {num_rows}"
+    assert min_rows is None or num_rows >= min_rows, \
+        f"{entry.key} is the prefill bucket's tile for at least {min_rows} rows, got {num_rows}"
     assert (bias is not None) == c["HAS_BIAS"], f"bias given={bias is not None} but {entry.key} has HAS_BIAS={c['HAS_BIAS']}"
     if bias is not None:
         assert tuple(bias.shape) == (c["N"],) and bias.is_contiguous() and bias.dtype == weight.dtype, \
@@ -85,12 +92,15 @@ def check_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
 
 def launch_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor,
                   entry: PlanEntry) -> None:
-    """Check the contract, then launch matmul_kernel on grid (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N))."""
+    """Check the contract, then launch matmul_kernel on grid (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)), its
+    axes swapped with N_MAJOR."""
     check_matmul(x, weight, bias, out, entry)
     c = entry.constexpr_dict()
     num_rows = x.shape[0]
     if num_rows == 0:
         return
     grid = (triton.cdiv(num_rows, c["BLOCK_M"]), triton.cdiv(c["N"], c["BLOCK_N"]))
+    if c.get("N_MAJOR"):
+        grid = grid[::-1]
     matmul_kernel[grid](x, weight, bias if bias is not None else weight, out, num_rows,
                         x.stride(0), weight.stride(0), out.stride(0), **launch_kwargs(entry))

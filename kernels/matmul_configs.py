@@ -1,7 +1,8 @@
-"""Launch configurations of the matmuls: one-launch tiles, the decode bucket, fixed split-K and its folds.
+"""Launch configurations of the matmuls: one-launch tiles, the decode and prefill buckets, fixed split-K
+and its folds.
 
-Chosen from (N, K, dtype) only, except that :func:`linear_configs` takes M to pick the decode
-bucket (DESIGN.md §5's tile shapes per M bucket; same BLOCK_K, splits and K order in every
+Chosen from (N, K, dtype) only, except that :func:`linear_configs` takes M to pick the decode or
+prefill bucket (DESIGN.md §5's tile shapes per M bucket; same BLOCK_K, splits and K order in every
 bucket). Torch- and Triton-free; kernels/configs.py re-exports the public names.
 """
 
@@ -12,7 +13,7 @@ from functools import lru_cache
 from kernels.launch_config import (LaunchConfig, _as_float32, _check_dtype, _check_positive, _make, _next_pow2,
                                    _row_warps)
 
-__all__ = ["matmul_config", "decode_matmul_config", "matmul_splits", "matmul_split_config", "matmul_combine_config",
+__all__ = ["matmul_config", "decode_matmul_config", "prefill_matmul_config", "matmul_splits", "matmul_split_config", "matmul_combine_config",
            "matmul_combine_norm_config", "linear_configs"]
 
 # bf16 matmul: the widest column tile (of 128, 64, 32) that still gives this many column tiles,
@@ -32,6 +33,20 @@ DEEP_K = 8192
 DECODE_ROWS = 16
 DECODE_COLUMN_PROGRAMS = 96
 WIDE_N = 32768
+# Prefill bucket (the same rule): a single-launch bf16 matmul of at least PREFILL_ROWS rows runs
+# 128-row warpgroup tiles with 8 warps, as wide as shared memory allows at the weight's own BLOCK_K
+# (PREFILL_TILES, by BLOCK_K), since a prefill launch has column and row tiles enough to fill the
+# GPU and the other tile's 32-wide columns ran at 135-220 TFLOP/s. Chosen from
+# bench/prefill_tiles.py on an H200 (docs/performance.md). float32 plans get a bucket from 64 rows
+# (their other tile, 64 columns wide), so the CPU path and CI run its choice on short prompts.
+PREFILL_ROWS = {"bfloat16": 1024, "float32": 64}
+PREFILL_TILES = {64: (128, 256, 64, 8, 4), 128: (128, 128, 128, 8, 3), 256: (128, 64, 256, 8, 2)}
+# A prefill-bucket weight of at most this many bytes is walked column tile first (N_MAJOR: grid
+# axis 0 over column tiles), so the programs running together share rows of x and the weight
+# stays in L2 while x streams once; a larger weight walks row tiles first (x stays in L2 instead).
+# Either order gives each tile the same arithmetic. About 3/4 of an H200's 50 MB L2.
+L2_RESIDENT_BYTES = 40 * 2**20
+DTYPE_BYTES = {"bfloat16": 2, "float32": 4}
 # Fixed split-K, by dtype: the number of K ranges a narrow weight's reduction is cut into. bf16:
 # weights too narrow for MIN_COLUMN_PROGRAMS column tiles (llama-1b's qkv, o and down) get 4
 # splits, so a decode launch runs 4x the programs, each streaming a quarter of the weight; wide
@@ -72,6 +87,16 @@ def _decode_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int] 
         return None
     block_n = next((b for b in (128, 64, 32) if -(-n // b) >= DECODE_COLUMN_PROGRAMS), 16)
     return DECODE_ROWS, block_n, block_k, 4, 5
+
+
+def _prefill_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int] | None:
+    """The prefill bucket's (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages), or None (no bucket)."""
+    block_m, _, block_k, warps, stages = _matmul_tiles(n, k, dtype)
+    if dtype == "float32":
+        return block_m, 64, block_k, warps, stages
+    if n >= WIDE_N:
+        return None
+    return PREFILL_TILES[block_k]
 
 
 def _check_matmul_shape(n: int, k: int, dtype: str, out_dtype: str) -> None:
@@ -120,7 +145,7 @@ def matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str)
     suffix = f"n{n}_k{k}" + ("_bias" if has_bias else "") + ("" if out_dtype == dtype else "_out_" + out_dtype)
     return _make("matmul", suffix,
                  {"N": n, "K": k, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
-                  "HAS_BIAS": bool(has_bias), "OUT_DTYPE": out_dtype},
+                  "HAS_BIAS": bool(has_bias), "OUT_DTYPE": out_dtype, "N_MAJOR": False},
                  warps, stages, {"n": n, "k": k, "dtype": dtype, "out_dtype": out_dtype})
 
 
@@ -140,8 +165,31 @@ def decode_matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtyp
     suffix = f"n{n}_k{k}" + ("_bias" if has_bias else "") + ("" if out_dtype == dtype else "_out_" + out_dtype)
     return _make("matmul", f"{suffix}_m{DECODE_ROWS}",
                  {"N": n, "K": k, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
-                  "HAS_BIAS": bool(has_bias), "OUT_DTYPE": out_dtype},
+                  "HAS_BIAS": bool(has_bias), "OUT_DTYPE": out_dtype, "N_MAJOR": False},
                  warps, stages, {"n": n, "k": k, "dtype": dtype, "out_dtype": out_dtype, "max_rows": DECODE_ROWS})
+
+
+@lru_cache(maxsize=None)
+def prefill_matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str) -> LaunchConfig | None:
+    """:func:`matmul_config`'s launch for at least PREFILL_ROWS[dtype] rows, or None where the weight has no
+    prefill bucket.
+
+    Same N, K, BLOCK_K and K order as :func:`matmul_config`; other tile rows, columns, warps and
+    stages (see PREFILL_ROWS). The key ends in ``_p<rows>``; ``min_rows`` in its static values is
+    the bucket's bound, which the launch contract checks.
+    """
+    _check_matmul_shape(n, k, dtype, out_dtype)
+    tiles = _prefill_tiles(n, k, dtype)
+    if tiles is None:
+        return None
+    block_m, block_n, block_k, warps, stages = tiles
+    rows = PREFILL_ROWS[dtype]
+    suffix = f"n{n}_k{k}" + ("_bias" if has_bias else "") + ("" if out_dtype == dtype else "_out_" + out_dtype)
+    return _make("matmul", f"{suffix}_p{rows}",
+                 {"N": n, "K": k, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
+                  "HAS_BIAS": bool(has_bias), "OUT_DTYPE": out_dtype,
+                  "N_MAJOR": n * k * DTYPE_BYTES[dtype] <= L2_RESIDENT_BYTES},
+                 warps, stages, {"n": n, "k": k, "dtype": dtype, "out_dtype": out_dtype, "min_rows": rows})
 
 
 @lru_cache(maxsize=None)
@@ -199,15 +247,19 @@ def linear_configs(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str
                    num_rows: int | None = None) -> tuple[LaunchConfig, ...]:
     """The launches of one ``x @ weight.T (+ bias)``: (matmul,) or (matmul_split, matmul_combine).
 
-    ``num_rows`` (M) only picks the decode bucket's tile of a single-launch weight (at most
-    DECODE_ROWS rows); the splits, BLOCK_K and K order are the same for every M.
+    ``num_rows`` (M) only picks the bucket of a single-launch weight: the decode bucket's tile
+    for at most DECODE_ROWS rows, the prefill bucket's for at least PREFILL_ROWS[dtype]; the
+    splits, BLOCK_K and K order are the same for every M.
     """
     splits = matmul_splits(n=n, k=k, dtype=dtype)
     if splits == 1:
+        bucket = None
         if num_rows is not None and num_rows <= DECODE_ROWS:
-            decode = decode_matmul_config(n=n, k=k, dtype=dtype, has_bias=has_bias, out_dtype=out_dtype)
-            if decode is not None:
-                return (decode,)
+            bucket = decode_matmul_config(n=n, k=k, dtype=dtype, has_bias=has_bias, out_dtype=out_dtype)
+        elif num_rows is not None and num_rows >= PREFILL_ROWS[dtype]:
+            bucket = prefill_matmul_config(n=n, k=k, dtype=dtype, has_bias=has_bias, out_dtype=out_dtype)
+        if bucket is not None:
+            return (bucket,)
         return (matmul_config(n=n, k=k, dtype=dtype, has_bias=has_bias, out_dtype=out_dtype),)
     return (matmul_split_config(n=n, k=k, dtype=dtype),
             matmul_combine_config(n=n, splits=splits, dtype=dtype, has_bias=has_bias, out_dtype=out_dtype))

@@ -20,8 +20,8 @@ from typing import Any, Mapping
 from evidence_db.canonical import digest_of, file_digest
 from kernels.configs import (LaunchConfig, attention_combine_config, decode_matmul_config, embedding_config,
                              gelu_tanh_mul_config, linear_configs, logit_softcap_config, matmul_combine_norm_config,
-                             matmul_splits, paged_attention_config, rms_norm_config, rope_config, silu_mul_config,
-                             store_kv_config)
+                             matmul_splits, paged_attention_config, prefill_matmul_config, rms_norm_config,
+                             rope_config, silu_mul_config, store_kv_config)
 from kernels.shapes import PRESETS, ModelShape, preset
 
 __all__ = ["PlanEntry", "SealedPlan", "plan_for", "preset_plan", "KERNEL_SOURCES", "CPU_SOURCES", "REPO_ROOT"]
@@ -207,9 +207,11 @@ def _configs_for(shape: ModelShape) -> list[tuple[LaunchConfig, str]]:
     for role, n, k, has_bias in weights:  # one launch, or a fixed split-K pair (kernels/matmul_configs.py)
         out_dtype = "float32" if role == "lm_head" else dt
         configs.extend((c, role) for c in linear_configs(n=n, k=k, dtype=dt, has_bias=has_bias, out_dtype=out_dtype))
-        decode = decode_matmul_config(n=n, k=k, dtype=dt, has_bias=has_bias, out_dtype=out_dtype)
-        if decode is not None and matmul_splits(n=n, k=k, dtype=dt) == 1:  # launches of <= DECODE_ROWS rows
-            configs.append((decode, role))
+        if matmul_splits(n=n, k=k, dtype=dt) == 1:  # the M buckets: <= DECODE_ROWS, >= PREFILL_ROWS rows
+            for bucket in (decode_matmul_config, prefill_matmul_config):
+                config = bucket(n=n, k=k, dtype=dt, has_bias=has_bias, out_dtype=out_dtype)
+                if config is not None:
+                    configs.append((config, role))
         # A split residual branch's partials are folded by the residual norm after it (kernels/ops.py);
         # a biased one (o_proj with attention_bias) by its own combine, which adds the bias.
         splits = matmul_splits(n=n, k=k, dtype=dt)

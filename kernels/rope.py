@@ -1,6 +1,8 @@
 """Rotary position embedding, Hugging Face Llama rotate-half convention.
 
-Program (t, h) rotates head h of token t by the angles of ``positions[t]``:
+Program (t, b) rotates heads [b*BLOCK_HEADS, +BLOCK_HEADS) of token t by the angles of ``positions[t]``
+(heads past the tensor's last masked off; a program per head made prefill launches of hundreds of
+thousands of one-warp programs):
 ``out[:D/2] = x1*cos - x2*sin`` and ``out[D/2:] = x2*cos + x1*sin`` in fp32, rounded once to
 the activation dtype. The table row ``cos_sin[pos]`` holds cos in its first D/2 columns and sin
 in its last D/2. One launch per tensor (q, then k); both use the same plan entry.
@@ -19,24 +21,27 @@ __all__ = ["rope_kernel", "check_rope", "launch_rope"]
 
 
 @triton.jit
-def rope_kernel(x_ptr, out_ptr, pos_ptr, cs_ptr, stride_xt, stride_xh, stride_ot, stride_oh, stride_cs,
-                HALF: tl.constexpr, DTYPE: tl.constexpr, PDL: tl.constexpr = False):
+def rope_kernel(x_ptr, out_ptr, pos_ptr, cs_ptr, heads, stride_xt, stride_xh, stride_ot, stride_oh, stride_cs,
+                HALF: tl.constexpr, BLOCK_HEADS: tl.constexpr, DTYPE: tl.constexpr, PDL: tl.constexpr = False):
     # x, out: [T, heads, 2*HALF] with token/head strides as given; pos: [T] int64; cs: [max_pos, 2*HALF] fp32
     if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
-    head = tl.program_id(1)
+    head = tl.program_id(1) * BLOCK_HEADS + tl.arange(0, BLOCK_HEADS)
     offs = tl.arange(0, HALF)
     pos = tl.load(pos_ptr + row)
-    cos = tl.load(cs_ptr + pos * stride_cs + offs)
-    sin = tl.load(cs_ptr + pos * stride_cs + HALF + offs)
-    x1 = tl.load(x_ptr + row * stride_xt + head * stride_xh + offs).to(tl.float32)
-    x2 = tl.load(x_ptr + row * stride_xt + head * stride_xh + HALF + offs).to(tl.float32)
+    cos = tl.load(cs_ptr + pos * stride_cs + offs)[None, :]
+    sin = tl.load(cs_ptr + pos * stride_cs + HALF + offs)[None, :]
+    mask = (head[:, None] < heads) & (offs[None, :] < HALF)
+    src = x_ptr + row * stride_xt + head[:, None] * stride_xh + offs[None, :]
+    x1 = tl.load(src, mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(src + HALF, mask=mask, other=0.0).to(tl.float32)
     out1 = x1 * cos - x2 * sin
     out2 = x2 * cos + x1 * sin
-    tl.store(out_ptr + row * stride_ot + head * stride_oh + offs, out1.to(DTYPE))
-    tl.store(out_ptr + row * stride_ot + head * stride_oh + HALF + offs, out2.to(DTYPE))
+    dst = out_ptr + row * stride_ot + head[:, None] * stride_oh + offs[None, :]
+    tl.store(dst, out1.to(DTYPE), mask=mask)
+    tl.store(dst + HALF, out2.to(DTYPE), mask=mask)
 
 
 def check_rope(x: torch.Tensor, positions: torch.Tensor, cos_sin: torch.Tensor, out: torch.Tensor,
@@ -67,9 +72,10 @@ def check_rope(x: torch.Tensor, positions: torch.Tensor, cos_sin: torch.Tensor, 
 
 def launch_rope(x: torch.Tensor, positions: torch.Tensor, cos_sin: torch.Tensor, out: torch.Tensor,
                 entry: PlanEntry) -> None:
-    """Check the contract, then launch rope_kernel on grid (T, heads)."""
+    """Check the contract, then launch rope_kernel on grid (T, cdiv(heads, BLOCK_HEADS))."""
     check_rope(x, positions, cos_sin, out, entry)
     if x.shape[0] == 0 or x.shape[1] == 0:
         return
-    rope_kernel[(x.shape[0], x.shape[1])](x, out, positions, cos_sin, x.stride(0), x.stride(1), out.stride(0),
-                                          out.stride(1), cos_sin.stride(0), **launch_kwargs(entry))
+    grid = (x.shape[0], triton.cdiv(x.shape[1], entry.constexpr_dict()["BLOCK_HEADS"]))
+    rope_kernel[grid](x, out, positions, cos_sin, x.shape[1], x.stride(0), x.stride(1), out.stride(0),
+                      out.stride(1), cos_sin.stride(0), **launch_kwargs(entry))

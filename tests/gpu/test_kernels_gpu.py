@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from kernels import ops
+from kernels import configs, ops
 from kernels.launch import use_plan
 from kernels.matmul import matmul_kernel
 from kernels.matmul_combine import matmul_combine_kernel
@@ -178,6 +178,7 @@ def test_matmul_compiles_once_for_every_batch_size():
 
     run_all(1)
     run_all(17)  # past the decode bucket (kernels/configs.py DECODE_ROWS): the other tile's binary
+    run_all(1024)  # the prefill bucket (PREFILL_ROWS; the tiny float32 plan's from 64 rows)
     device = torch.cuda.current_device()
     before = [len(k.device_caches[device][0]) for k in kernels]
     assert all(before), "a kernel of the split-K pair or the one-launch matmul did not run"
@@ -217,13 +218,16 @@ def _adversarial(rows: int, cols: int, seed: int) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("name", ["llama-1b", "qwen3-0.6b"])
-def test_decode_bucket_rows_equal_the_prefill_tile_rows_bitwise(name):
-    """The evidence of trusted.dot-tile-shape (DESIGN.md §5): for every weight with a decode bucket,
-    rows of launches of M = 1, 4, 37, 128 (16-row tiles up to 16 rows, the other tile past) equal
-    the same rows of a 4,096-row launch, bitwise, on adversarial values."""
+def test_bucket_rows_equal_the_prefill_tile_rows_bitwise(name):
+    """The evidence of trusted.dot-tile-shape (DESIGN.md §5): for every weight with a decode or
+    prefill bucket, rows of launches of M = 1, 4, 37, 128 and 1,000 (16-row tiles up to 16 rows, the
+    other tile past) equal the same rows of a 4,096-row launch (the prefill bucket's tile), bitwise,
+    on adversarial values."""
     plan = preset_plan(name)
     bucketed = [e for e in plan.entries if e.kernel == "matmul" and e.static_dict().get("max_rows")]
-    assert bucketed
+    prefill = {e.key.removesuffix(f"_p{configs.PREFILL_ROWS['bfloat16']}") for e in plan.entries
+               if e.kernel == "matmul" and e.static_dict().get("min_rows")}
+    assert bucketed and prefill >= {e.key.removesuffix(f"_m{configs.DECODE_ROWS}") for e in bucketed}
     failures = []
     with use_plan(plan):
         for entry in bucketed:
@@ -232,7 +236,7 @@ def test_decode_bucket_rows_equal_the_prefill_tile_rows_bitwise(name):
             bits = torch.int32 if out_dtype == torch.float32 else torch.int16
             x, w = _adversarial(4096, c["K"], 1), _adversarial(c["N"], c["K"], 2)
             full = ops.linear(x, w, out_dtype=out_dtype).view(bits)
-            for m in (1, 4, 37, 128):
+            for m in (1, 4, 37, 128, 1000):
                 for start in (0, 1000, 4096 - m):
                     got = ops.linear(x[start:start + m].contiguous(), w, out_dtype=out_dtype).view(bits)
                     if not torch.equal(got, full[start:start + m]):

@@ -71,17 +71,20 @@ def _layer_launches(num_tokens: int, kv_length: int) -> frozenset[tuple]:
     return frozenset((r.kernel, r.key, tuple(sorted(r.config.items()))) for r in records)
 
 
-def test_configurations_change_with_token_count_only_at_the_decode_bucket():
+def test_configurations_change_with_token_count_only_at_the_buckets():
     decode = {_layer_launches(t, kv) for t, kv in [(1, 1), (1, 63), (7, 40), (16, 16)]}
-    larger = {_layer_launches(t, kv) for t, kv in [(17, 17), (33, 33), (64, 130)]}
-    assert len(decode) == len(larger) == 1  # the KV length never matters; the row count only at DECODE_ROWS
-    (small,), (large,) = decode, larger
-    assert len(small) == len(large) == 10  # 10 per layer: o_proj runs the split-K pair
-    changed = sorted(small ^ large)
-    assert changed and {kernel for kernel, _, _ in changed} == {"matmul"}
-    # the buckets' tiles differ; N, K, BLOCK_K (so the K order) and the split path do not
-    assert {tuple(v for n, v in cfg if n in ("N", "K", "BLOCK_K")) for _, _, cfg in small - large} == \
-        {tuple(v for n, v in cfg if n in ("N", "K", "BLOCK_K")) for _, _, cfg in large - small}
+    middle = {_layer_launches(t, kv) for t, kv in [(17, 17), (33, 33), (63, 130)]}
+    prefill = {_layer_launches(t, kv) for t, kv in [(64, 64), (100, 230)]}  # PREFILL_ROWS["float32"] = 64
+    # the KV length never matters; the row count only at DECODE_ROWS and PREFILL_ROWS
+    assert len(decode) == len(middle) == len(prefill) == 1
+    (small,), (mid,), (large,) = decode, middle, prefill
+    assert len(small) == len(mid) == len(large) == 10  # 10 per layer: o_proj runs the split-K pair
+    for a, b in ((small, mid), (mid, large)):
+        changed = sorted(a ^ b)
+        assert changed and {kernel for kernel, _, _ in changed} == {"matmul"}
+        # the buckets' tiles differ; N, K, BLOCK_K (so the K order) and the split path do not
+        assert {tuple(v for n, v in cfg if n in ("N", "K", "BLOCK_K")) for _, _, cfg in a - b} == \
+            {tuple(v for n, v in cfg if n in ("N", "K", "BLOCK_K")) for _, _, cfg in b - a}
 
 
 def test_metadata_checks_reject_bad_index_tensors(plan_fp32):

@@ -88,9 +88,9 @@ def test_config_functions_take_no_batch_dependent_argument():
             params = list(inspect.signature(getattr(configs, name)).parameters)
             assert params and not [p for p in params if forbidden.search(p)], f"{name}{params}"
             checked += 1
-    assert checked == len(configs.KERNELS) + 1  # decode_matmul_config: a second matmul configuration
+    assert checked == len(configs.KERNELS) + 2  # decode_ and prefill_matmul_config: two more matmul configurations
     assert set(inspect.signature(configs.matmul_splits).parameters) <= {"n", "k", "dtype"}
-    # linear_configs takes M only to pick the decode bucket (DESIGN.md §5), tested below
+    # linear_configs takes M only to pick the decode or prefill bucket (DESIGN.md §5), tested below
     assert set(inspect.signature(configs.linear_configs).parameters) == \
         {"n", "k", "dtype", "has_bias", "out_dtype", "num_rows"}
 
@@ -116,9 +116,32 @@ def test_the_decode_bucket_keeps_every_weight_s_block_k_splits_and_k_order(name)
                                           out_dtype=c["OUT_DTYPE"], num_rows=rows)[0].key != entry.key
 
 
+@pytest.mark.parametrize("name", ["tiny", "small", "llama-1b", "qwen3-0.6b", "mistral-7b"])
+def test_the_prefill_bucket_keeps_every_weight_s_block_k_splits_and_k_order(name):
+    plan = preset_plan(name)
+    bucketed = [e for e in plan.entries if e.kernel == "matmul" and e.static_dict().get("min_rows") is not None]
+    assert bucketed, f"{name} has no prefill-bucket entry"
+    for entry in bucketed:
+        c, s = entry.constexpr_dict(), entry.static_dict()
+        rows = configs.PREFILL_ROWS[s["dtype"]]
+        other = plan.entry(entry.key.removesuffix(f"_p{rows}")).constexpr_dict()
+        assert s["min_rows"] == rows and "max_rows" not in s and c["BLOCK_M"] >= other["BLOCK_M"]
+        assert (c["N"], c["K"], c["BLOCK_K"], c["OUT_DTYPE"], c["HAS_BIAS"]) == \
+            (other["N"], other["K"], other["BLOCK_K"], other["OUT_DTYPE"], other["HAS_BIAS"])
+        assert configs.matmul_splits(n=c["N"], k=c["K"], dtype=s["dtype"]) == 1
+        for num_rows in (rows, rows + 1, 8192):
+            assert configs.linear_configs(n=c["N"], k=c["K"], dtype=s["dtype"], has_bias=c["HAS_BIAS"],
+                                          out_dtype=c["OUT_DTYPE"], num_rows=num_rows)[0].key == entry.key
+        for num_rows in (None, 1, configs.DECODE_ROWS + 1, rows - 1):
+            assert configs.linear_configs(n=c["N"], k=c["K"], dtype=s["dtype"], has_bias=c["HAS_BIAS"],
+                                          out_dtype=c["OUT_DTYPE"], num_rows=num_rows)[0].key != entry.key
+
+
 def test_split_and_vocabulary_weights_have_no_decode_bucket():
     assert configs.decode_matmul_config(n=128256, k=2048, dtype="bfloat16", has_bias=False,
                                         out_dtype="float32") is None  # already at the copy rate
+    assert configs.prefill_matmul_config(n=128256, k=2048, dtype="bfloat16", has_bias=False,
+                                         out_dtype="float32") is None  # only sampled rows reach it
     split = preset_plan("tiny").entry("matmul_split.n64_k64_s4").constexpr_dict()
     assert configs.linear_configs(n=64, k=64, dtype="float32", has_bias=False, out_dtype="float32",
                                   num_rows=1)[0].kernel == "matmul_split" and split["SPLITS"] == 4
@@ -175,6 +198,9 @@ def test_llama_1b_matmul_tiles_spread_decode_over_the_gpu():
         c = entry.constexpr_dict()
         if entry.static_dict().get("max_rows"):  # the decode bucket: 16 rows, >= 96 column tiles or 16 wide
             assert c["BLOCK_M"] == 16 and (-(-c["N"] // c["BLOCK_N"]) >= 96 or c["BLOCK_N"] == 16), entry.key
+            continue
+        if entry.static_dict().get("min_rows"):  # the prefill bucket: 128-row warpgroup tiles, 8 warps
+            assert c["BLOCK_M"] == 128 and c["BLOCK_N"] >= 64 and entry.num_warps == 8, entry.key
             continue
         assert c["BLOCK_M"] == 64 and c["BLOCK_N"] >= 32 and c["BLOCK_K"] >= 64
         column_tiles = -(-c["N"] // c["BLOCK_N"])
