@@ -224,7 +224,9 @@ def test_decode_profile_breaks_a_graph_step_down(llama_dir, tmp_path):
         assert r["steps"] == 7 and 0 < phases["fetch_wait"] < phases["step"]
         assert {"schedule_ahead", "gather", "pad", "stage", "replay_launch", "fetch_start", "digest_queue",
                 "digest_start", "commit"} <= set(phases)
-        assert 0 < r["graph_gpu_ms"] < phases["step"]
+        # Overlapped steps take about the graph's GPU time each, so a replay timed on its own can come
+        # out a little above the median step (seen: 1.179 against 1.170 ms); far above it is wrong.
+        assert 0 < r["graph_gpu_ms"] < 1.1 * phases["step"]
         calls = {k["kernel"]: k["calls_per_step"] for k in r["kernels"]}
         assert calls["matmul_kernel"] == 65  # qkv, o, gate_up, down per layer + lm_head (bf16: no split yet)
         assert calls["rms_norm_kernel"] == 33  # two per layer + the final norm
