@@ -133,6 +133,24 @@ def _warm(job: tuple) -> tuple[tuple, str | None]:
         return job, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
 
 
+def compile_all(jobs: list[tuple], workers: int) -> dict:
+    """Compile every (N, K, dtype, out dtype, tiles) job in ``workers`` processes; the errors by (N, K, tiles)."""
+    start, errors = time.monotonic(), {}
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        for (n, k, _, _, tiles), error in pool.imap_unordered(_warm, jobs):
+            if error:
+                errors[(n, k, tiles)] = error
+    print(f"compiled {len(jobs)} candidates in {time.monotonic() - start:.0f} s, {len(errors)} failed",
+          file=sys.stderr, flush=True)
+    return errors
+
+
+def probe_lines(probes: list[dict]) -> list[str]:
+    """Markdown bullets of cross-bucket probe results."""
+    return [f"- {p['tiles']}: {p.get('error') or ('bitwise equal' if not p['failures'] else p['failures'])}"
+            for p in probes]
+
+
 def adversarial(rows: int, cols: int, dtype: str, seed: int) -> torch.Tensor:
     """Values whose exponents spread over 2^-12 .. 2^12 with random signs (low bits show order changes)."""
     g = torch.Generator(device="cuda").manual_seed(seed)
@@ -240,8 +258,7 @@ def markdown(results: dict) -> str:
         lines += ["", "prefill (M = 4,096) with the plan's tile at that BLOCK_K and splits:", ""]
         lines += [f"- {r['tiles']}: {r.get('us', r.get('error'))}" for r in row["prefill"]]
         lines += ["", "cross-bucket probes (decode tile vs prefill tile, same BLOCK_K and splits):", ""]
-        lines += [f"- {p['tiles']}: {p.get('error') or ('bitwise equal' if not p['failures'] else p['failures'])}"
-                  for p in row["probes"]]
+        lines += probe_lines(row["probes"])
         errs = sum(1 for r in row["decode"] if "error" in r)
         lines += ["", f"{errs} candidates failed to compile or run", ""]
     return "\n".join(lines) + "\n"
@@ -261,13 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     todo = [w for w in weights(args.preset) if w[0] in roles]
     start = time.monotonic()
     jobs = [(n, k, preset(args.preset).dtype, out_dtype, t) for _, n, k, out_dtype in todo for t in candidates(n, k)]
-    errors: dict = {}
-    with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
-        for (n, k, _, _, tiles), error in pool.imap_unordered(_warm, jobs):
-            if error:
-                errors[(n, k, tiles)] = error
-    print(f"compiled {len(jobs)} candidates in {time.monotonic() - start:.0f} s, {len(errors)} failed",
-          file=sys.stderr, flush=True)
+    errors = compile_all(jobs, args.workers)
     results: dict = {"preset": args.preset, "m": args.m, "compile_s": time.monotonic() - start, "weights": []}
     args.out.mkdir(parents=True, exist_ok=True)
     for role, n, k, out_dtype in todo:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import multiprocessing
 import sys
 import time
 from pathlib import Path
@@ -34,7 +33,8 @@ sys.path.insert(0, str(_BENCH.parent))
 
 import torch  # noqa: E402
 
-from bench.decode_tiles import PREFILL_M, Linear, _dtype, _warm, adversarial, probe, weights  # noqa: E402
+from bench.decode_tiles import (PREFILL_M, Linear, _dtype, adversarial, compile_all, probe,  # noqa: E402
+                                probe_lines, weights)
 from bench.kernel_timing import L2_FLUSH_BYTES, time_calls  # noqa: E402
 from kernels import configs, matmul_configs  # noqa: E402
 from kernels.plan import PlanEntry  # noqa: E402
@@ -188,8 +188,7 @@ def markdown(results: dict) -> str:
         lines += ["", "decode (M = 4, the decode bucket's tile, weights cold) by BLOCK_K: " + ", ".join(
             f"{bk}: {us:.1f} µs" for bk, us in row["decode_us"].items())]
         lines += ["", "cross-bucket probes (candidate at 4,096 rows against the plan's tiles):", ""]
-        lines += [f"- {p['tiles']}: {p.get('error') or ('bitwise equal' if not p['failures'] else p['failures'])}"
-                  for p in row["probes"]]
+        lines += probe_lines(row["probes"])
         errs = sum(1 for r in row["candidates"] if "error" in r)
         lines += ["", f"{errs} of {len(row['candidates'])} candidates failed to compile or run", ""]
     return "\n".join(lines) + "\n"
@@ -210,13 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     todo = [w for w in weights(args.preset) if w[0] in set(args.roles.split(","))]
     start = time.monotonic()
     jobs = [(n, k, dtype, out_dtype, t) for _, n, k, out_dtype in todo for t in candidates(n, k, dtype)]
-    errors: dict = {}
-    with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
-        for (n, k, _, _, tiles), error in pool.imap_unordered(_warm, jobs):
-            if error:
-                errors[(n, k, tiles)] = error
-    print(f"compiled {len(jobs)} candidates in {time.monotonic() - start:.0f} s, {len(errors)} failed",
-          file=sys.stderr, flush=True)
+    errors = compile_all(jobs, args.workers)
     results: dict = {"preset": args.preset, "ms": ms, "compile_s": time.monotonic() - start, "weights": [],
                      "device": torch.cuda.get_device_name(), "torch": torch.__version__}
     args.out.mkdir(parents=True, exist_ok=True)
