@@ -1,9 +1,7 @@
 """Paged causal attention, second half: merge a token's KV segment states in ascending order.
 
-Program (t, b) reads the unnormalised online-softmax states (m, l, acc) that the first half
-(kernels/attention.py) stored for token t, each head h of [b*BLOCK_HEADS, +BLOCK_HEADS) and each
-segment first .. pos // SEG (a program per head made prefill launches of a quarter of a million
-one-warp programs), merges
+Program (t, h) reads the unnormalised online-softmax states (m, l, acc) that the first half
+(kernels/attention.py) stored for token t, head h and each segment first .. pos // SEG, merges
 them in ascending segment order with the online-softmax rescaling
 
     m' = max(m, m_s), l' = l * exp(m - m') + l_s * exp(m_s - m'), acc' = acc * exp(m - m') + acc_s * exp(m_s - m'),
@@ -19,7 +17,7 @@ window start), so the merge starts from a finite state, and every merged segment
 visible key, so no maximum is -inf and no clamp is needed.
 
 With ``CHECK`` (the run-time finiteness check, kernels/finiteness.py) the program also writes
-``nonfinite[t, h]`` for each of its heads: 1.0 when the m of a segment it merges, the merged l, or the output it
+``nonfinite[t, h]``: 1.0 when the m of a segment it merges, the merged l, or the output it
 stores (the fp32 quotient or its DTYPE rounding) is inf or NaN, else 0.0 (0.0 always without
 ``CHECK``). The flag is a function of the states it merges, so it is row-local like the output.
 """
@@ -39,57 +37,53 @@ __all__ = ["attention_combine_kernel", "check_attention_combine", "launch_attent
 @triton.jit(do_not_specialize=["stride_mt", "stride_mh", "stride_at", "stride_ah"])
 def attention_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, flag_ptr, query_start_ptr, seq_lens_ptr, seq_idx_ptr,
                              stride_mt, stride_mh, stride_at, stride_ah, stride_ot, stride_oh, stride_ft,
-                             HEADS: tl.constexpr, BLOCK_HEADS: tl.constexpr, D: tl.constexpr, SEG: tl.constexpr,
-                             DTYPE: tl.constexpr, CHECK: tl.constexpr, WINDOW: tl.constexpr = 0,
-                             PDL: tl.constexpr = False):
-    # m, l: [T, HEADS, NUM_SEG] fp32; acc: [T, HEADS, NUM_SEG, D] fp32; out: [T, HEADS, D]
-    # flag: [T, HEADS] float32 (unit stride on the head)
+                             D: tl.constexpr, SEG: tl.constexpr, DTYPE: tl.constexpr, CHECK: tl.constexpr,
+                             WINDOW: tl.constexpr = 0, PDL: tl.constexpr = False):
+    # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32; out: [T, Hq, D]
+    # flag: [T, Hq] float32 (unit stride on the head)
     # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
     if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
-    head = tl.program_id(1) * BLOCK_HEADS + tl.arange(0, BLOCK_HEADS)  # [BLOCK_HEADS]
-    is_head = head < HEADS
+    head = tl.program_id(1)
     seq = tl.load(seq_idx_ptr + row)
     q_start = tl.load(query_start_ptr + seq)
     q_end = tl.load(query_start_ptr + seq + 1)
     position = tl.load(seq_lens_ptr + seq) - (q_end - q_start) + (row - q_start)
     offs_d = tl.arange(0, D)
-    rows = is_head[:, None] & (offs_d[None, :] < D)  # [BLOCK_HEADS, D]
     state = row * stride_mt + head * stride_mh
-    partial = row * stride_at + head[:, None] * stride_ah + offs_d[None, :]
+    partial = row * stride_at + head * stride_ah + offs_d
     # The first merged segment holds the first key the query sees (key 0, or with a window its
     # window start): its state is finite (l >= 1) and starts the merge; every later segment up to
     # the query's own also holds a visible key (the visible keys are contiguous), so no maximum is -inf.
-    # Heads past the last (masked) merge the neutral state (0, 1, 0) and are never stored.
     first = 0
     if WINDOW > 0:
         first = tl.maximum(position - WINDOW + 1, 0) // SEG
-    m_all = tl.load(m_ptr + state + first, mask=is_head, other=0.0)
-    l_all = tl.load(l_ptr + state + first, mask=is_head, other=1.0)
-    acc = tl.load(acc_ptr + partial + first * D, mask=rows, other=0.0)
-    bad = tl.zeros((BLOCK_HEADS,), dtype=tl.float32)
+    m_all = tl.load(m_ptr + state + first)
+    l_all = tl.load(l_ptr + state + first)
+    acc = tl.load(acc_ptr + partial + first * D)
+    bad = 0.0
     if CHECK:  # |x| < inf is false exactly for inf and NaN
         bad = tl.where(tl.abs(m_all) < float("inf"), 0.0, 1.0)
     for s in range(first + 1, position // SEG + 1):
-        m_s = tl.load(m_ptr + state + s, mask=is_head, other=0.0)
+        m_s = tl.load(m_ptr + state + s)
         if CHECK:  # a segment of m = -inf (no finite score) would otherwise merge with weight 0
             bad = tl.maximum(bad, tl.where(tl.abs(m_s) < float("inf"), 0.0, 1.0))
         m_new = tl.maximum(m_all, m_s)
         alpha = tl.exp(m_all - m_new)
         beta = tl.exp(m_s - m_new)
-        l_all = l_all * alpha + tl.load(l_ptr + state + s, mask=is_head, other=1.0) * beta
-        acc = acc * alpha[:, None] + tl.load(acc_ptr + partial + s * D, mask=rows, other=0.0) * beta[:, None]
+        l_all = l_all * alpha + tl.load(l_ptr + state + s) * beta
+        acc = acc * alpha + tl.load(acc_ptr + partial + s * D) * beta
         m_all = m_new
-    quotient = acc / l_all[:, None]
+    quotient = acc / l_all
     out = quotient.to(DTYPE)
-    tl.store(out_ptr + row * stride_ot + head[:, None] * stride_oh + offs_d[None, :], out, mask=rows)
+    tl.store(out_ptr + row * stride_ot + head * stride_oh + offs_d, out)
     if CHECK:  # a non-finite l or acc of any merged segment stays non-finite through the merge
         bad = tl.maximum(bad, tl.where(tl.abs(l_all) < float("inf"), 0.0, 1.0))
-        bad = tl.maximum(bad, tl.max(tl.where(tl.abs(quotient) < float("inf"), 0.0, 1.0), axis=1))
-        bad = tl.maximum(bad, tl.max(tl.where(tl.abs(out) < float("inf"), 0.0, 1.0), axis=1))
-    tl.store(flag_ptr + row * stride_ft + head, bad, mask=is_head)
+        bad = tl.maximum(bad, tl.max(tl.where(tl.abs(quotient) < float("inf"), 0.0, 1.0), axis=0))
+        bad = tl.maximum(bad, tl.max(tl.where(tl.abs(out) < float("inf"), 0.0, 1.0), axis=0))
+    tl.store(flag_ptr + row * stride_ft + head, bad)
 
 
 def check_attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, query_start_loc: torch.Tensor,
@@ -134,13 +128,12 @@ def check_attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor,
 def launch_attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, query_start_loc: torch.Tensor,
                              seq_lens: torch.Tensor, seq_idx: torch.Tensor, out: torch.Tensor, nonfinite: torch.Tensor,
                              entry: PlanEntry) -> None:
-    """Check the contract, then launch attention_combine_kernel on grid (T, cdiv(Hq, BLOCK_HEADS))."""
+    """Check the contract, then launch attention_combine_kernel on grid (T, Hq)."""
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32; out: [T, Hq, D]; nonfinite: [T, Hq] fp32
     check_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, nonfinite, entry)
     if out.shape[0] == 0:
         return
-    grid = (out.shape[0], triton.cdiv(out.shape[1], entry.constexpr_dict()["BLOCK_HEADS"]))
-    attention_combine_kernel[grid](
+    attention_combine_kernel[(out.shape[0], out.shape[1])](
         m, l, acc, out, nonfinite, query_start_loc, seq_lens, seq_idx,
         m.stride(0), m.stride(1), acc.stride(0), acc.stride(1), out.stride(0), out.stride(1), nonfinite.stride(0),
         **launch_kwargs(entry))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from kernels.launch_config import (LaunchConfig, _as_float32, _check_dtype, _check_positive, _is_pow2, _make,
-                                   _next_pow2, _row_warps, _unchecked)
+                                   _unchecked)
 
 __all__ = ["attention_keys", "paged_attention_config", "attention_combine_config"]
 
@@ -27,9 +27,6 @@ ATTENTION_STAGES = 2
 # plans serve the CPU path and the tests, whose prompts are short: one tile per segment, so that
 # a prompt of a few hundred tokens already crosses segment boundaries and exercises the merge.
 SEGMENT_TILES = {"bfloat16": 8, "float32": 1}
-# Elements of the [heads, head_dim] block a merge program holds: whole heads, a power of two of
-# them (masked past the last).
-COMBINE_ELEMENTS = 512
 
 
 def _window_suffix(window: int) -> str:
@@ -111,9 +108,9 @@ def paged_attention_config(*, num_heads: int, num_kv_heads: int, head_dim: int, 
 @lru_cache(maxsize=None)
 def attention_combine_config(*, num_heads: int, head_dim: int, seg: int, dtype: str,
                              check_finite: bool = True, window: int = 0) -> LaunchConfig:
-    """Second half of the split KV walk: one program per (token, COMBINE_ELEMENTS / head_dim query
-    heads) merges the token's segment states in ascending order, head by head. ``seg`` is the SEG of
-    the paged_attention entry whose states it merges. ``check_finite`` (CHECK)
+    """Second half of the split KV walk: one program per (token, query head) merges the token's
+    segment states in ascending order. ``seg`` is the SEG of the paged_attention entry whose
+    states it merges. One warp: a program merges a few [head_dim] rows. ``check_finite`` (CHECK)
     also flags a non-finite state or output (kernels/finiteness.py); off, the key ends in
     ``_unchecked``. ``window`` (WINDOW, key suffix ``_w512``, only when set) is the sliding
     window of that entry: the merge starts at the segment of the token's window start, the
@@ -124,10 +121,8 @@ def attention_combine_config(*, num_heads: int, head_dim: int, seg: int, dtype: 
     if not _is_pow2(head_dim):
         raise ValueError(f"attention combine needs a power-of-two head_dim, got {head_dim}")
     suffix = _window_suffix(window) + _unchecked(check_finite)
-    block_heads = min(_next_pow2(num_heads), max(1, COMBINE_ELEMENTS // head_dim))
     return _make("attention_combine", f"hq{num_heads}_d{head_dim}_s{seg}{suffix}",
-                 {"HEADS": num_heads, "BLOCK_HEADS": block_heads, "D": head_dim, "SEG": seg, "DTYPE": dtype,
-                  "CHECK": int(check_finite), **({"WINDOW": window} if window else {})},
-                 _row_warps(block_heads * head_dim, 4), 1,
+                 {"D": head_dim, "SEG": seg, "DTYPE": dtype, "CHECK": int(check_finite),
+                  **({"WINDOW": window} if window else {})}, 1, 1,
                  {"num_heads": num_heads, "head_dim": head_dim, "seg": seg, "dtype": dtype,
                   "check_finite": check_finite, **({"window": window} if window else {})})

@@ -141,13 +141,13 @@ def test_pages_wholly_before_every_window_are_never_read():
 
 
 def test_full_causal_plan_entries_are_unchanged():
-    # the keys and constexprs of the full causal entries: windows add none
+    # the keys and constexprs every existing preset had before windows existed
     tiny = preset_plan("tiny")
     assert tiny.entry("paged_attention.hq4_hkv2_d16_p16").constexpr_dict() == {
         "BLOCK_G": 2, "BLOCK_N": 128, "BLOCK_Q": 16, "D": 16, "DTYPE": "float32", "GROUP": 2, "PAGE_SIZE": 16,
         "SCALE": 0.25, "SEG": 128}
     assert tiny.entry("attention_combine.hq4_d16_s128").constexpr_dict() == {
-        "BLOCK_HEADS": 4, "CHECK": 1, "D": 16, "DTYPE": "float32", "HEADS": 4, "SEG": 128}
+        "CHECK": 1, "D": 16, "DTYPE": "float32", "SEG": 128}
     llama = preset_plan("llama-1b")
     assert llama.entry("paged_attention.hq32_hkv8_d64_p16").constexpr_dict()["BLOCK_N"] == 128
     assert llama.entry("paged_attention.hq32_hkv8_d64_p16").constexpr_dict()["SEG"] == 1024
