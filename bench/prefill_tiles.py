@@ -8,8 +8,9 @@ every other bucket of the weight; cross-bucket equality then rests on the truste
 trusted.dot-tile-shape, with GPU row probes as its evidence. For each weight of the preset this
 script
 
-1. times every candidate (at the weight's BLOCK_K, and at 128 beside a 256-deep one) at each M of ``--ms`` (CUDA-graph replays, as bench/kernel_timing.py
-   does), beside the plan's tile for that M and torch's ``F.linear`` (cuBLAS) on the same inputs;
+1. times every candidate (at the weight's BLOCK_K, and at 128 beside a 256-deep one) at each M
+   of ``--ms`` (CUDA-graph replays, as bench/kernel_timing.py does), beside the plan's tile for
+   that M and torch's ``F.linear`` (cuBLAS) on the same inputs;
 2. probes the fastest candidates: rows of the decode bucket's tile and of the plan's other tile at
    M = 1, 4, 37 and 128, and the whole 4,096-row launch of the plan's other tile, against the same
    rows of a 4,096-row launch of the candidate, bitwise, on adversarial inputs (exponents spread
@@ -182,9 +183,10 @@ def markdown(results: dict) -> str:
         lines += [f"| {r['tiles']} | " + " | ".join(cell(r["us"][m], m) for m in ms) + " |" for r in timed[:8]]
         if "order" in row:
             o = row["order"]
-            lines += [f"| bucket {o['tiles']}, {order} first{' (plan)' if (order == 'column') == o['plan_n_major'] else ''}"
-                      f" | " + " | ".join(cell(o[key][m], m) for m in ms) + " |"
-                      for order, key in (("row", "m_major"), ("column", "n_major"))]
+            for order, key in (("row", "m_major"), ("column", "n_major")):
+                plan = " (plan)" if (order == "column") == o["plan_n_major"] else ""
+                lines.append(f"| bucket {o['tiles']}, {order} first{plan} | "
+                             + " | ".join(cell(o[key][m], m) for m in ms) + " |")
         lines += ["", "decode (M = 4, the decode bucket's tile, weights cold) by BLOCK_K: " + ", ".join(
             f"{bk}: {us:.1f} µs" for bk, us in row["decode_us"].items())]
         lines += ["", "cross-bucket probes (candidate at 4,096 rows against the plan's tiles):", ""]

@@ -3,8 +3,8 @@
 Every function here takes static shape values (hidden size, head counts, head dim, vocabulary,
 page size, the (N, K) of a weight, dtypes) and nothing else: no batch size, token count or KV
 length can reach a configuration, so a request's kernels run the same code whatever it is
-batched with. The one exception is DESIGN.md §5's M buckets: a matmul of at most DECODE_ROWS rows, or of
-at least PREFILL_ROWS[dtype], takes another tile shape with the same BLOCK_K, splits and K order
+batched with. The one exception is DESIGN.md §5's M buckets: a matmul of at most DECODE_ROWS
+rows, or of at least PREFILL_ROWS[dtype], takes another tile shape with the same BLOCK_K, splits and K order
 (decode_matmul_config, prefill_matmul_config).
 The plan (kernels/plan.py) and the launch wrappers (kernels/ops.py) call the same functions,
 and a launch is refused unless its configuration is in the active plan. They are pure, so they

@@ -1,11 +1,12 @@
 """Matmul ``out[M, N] = x[M, K] @ weight[N, K]^T (+ bias)``: a 2-D grid, one K order per tile.
 
-Program (pid_m, pid_n) (grid axes swapped with ``N_MAJOR``) owns output tile rows [pid_m*BLOCK_M, +BLOCK_M) x columns
-[pid_n*BLOCK_N, +BLOCK_N) and accumulates it in fp32 over K in ascending BLOCK_K steps with
-``tl.dot``. No split-K, no persistent scheduling; tile sizes come from (N, K, dtype) through
-the plan, and for launches of at most DECODE_ROWS rows (or at least PREFILL_ROWS) from the decode
-(prefill) bucket's entry (same BLOCK_K and K order, kernels/matmul_configs.py). A row's value therefore depends only on that
-row of x, the weight and the bias; rows past M are loaded as zeros and never stored. M is a
+Program (pid_m, pid_n) (grid axes swapped with ``N_MAJOR``) owns output tile rows
+[pid_m*BLOCK_M, +BLOCK_M) x columns [pid_n*BLOCK_N, +BLOCK_N) and accumulates it in fp32 over K
+in ascending BLOCK_K steps with ``tl.dot``. No split-K, no persistent scheduling; tile sizes
+come from (N, K, dtype) through the plan, and for launches of at most DECODE_ROWS rows (or at
+least PREFILL_ROWS) from the decode (prefill) bucket's entry (same BLOCK_K and K order,
+kernels/matmul_configs.py). A row's value therefore depends only on that row of x, the weight
+and the bias; rows past M are loaded as zeros and never stored. M is a
 runtime int that Triton must not specialise on (``do_not_specialize``), so every M of a bucket
 runs the same compiled code.
 """

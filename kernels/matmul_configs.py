@@ -13,8 +13,8 @@ from functools import lru_cache
 from kernels.launch_config import (LaunchConfig, _as_float32, _check_dtype, _check_positive, _make, _next_pow2,
                                    _row_warps)
 
-__all__ = ["matmul_config", "decode_matmul_config", "prefill_matmul_config", "matmul_splits", "matmul_split_config", "matmul_combine_config",
-           "matmul_combine_norm_config", "linear_configs"]
+__all__ = ["matmul_config", "decode_matmul_config", "prefill_matmul_config", "matmul_splits", "matmul_split_config",
+           "matmul_combine_config", "matmul_combine_norm_config", "linear_configs"]
 
 # bf16 matmul: the widest column tile (of 128, 64, 32) that still gives this many column tiles,
 # so a decode launch (M <= BLOCK_M, one row tile) spreads a weight over about one wave of a
@@ -99,6 +99,18 @@ def _prefill_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int]
     return PREFILL_TILES[block_k]
 
 
+def _matmul_entry(n: int, k: int, dtype: str, has_bias: bool, out_dtype: str, tiles: tuple[int, ...],
+                  bucket: str = "", n_major: bool = False, **bounds: int) -> LaunchConfig:
+    """A one-launch matmul configuration of ``tiles``; ``bucket`` ends the key, ``bounds`` (max_rows
+    or min_rows) go into its static values."""
+    block_m, block_n, block_k, warps, stages = tiles
+    suffix = f"n{n}_k{k}" + ("_bias" if has_bias else "") + ("" if out_dtype == dtype else "_out_" + out_dtype)
+    return _make("matmul", suffix + bucket,
+                 {"N": n, "K": k, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
+                  "HAS_BIAS": bool(has_bias), "OUT_DTYPE": out_dtype, "N_MAJOR": n_major},
+                 warps, stages, {"n": n, "k": k, "dtype": dtype, "out_dtype": out_dtype, **bounds})
+
+
 def _check_matmul_shape(n: int, k: int, dtype: str, out_dtype: str) -> None:
     _check_positive(n=n, k=k)
     _check_dtype(dtype)
@@ -141,12 +153,7 @@ def matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str)
     :func:`matmul_combine_config` instead (see :func:`linear_configs`).
     """
     _check_matmul_shape(n, k, dtype, out_dtype)
-    block_m, block_n, block_k, warps, stages = _matmul_tiles(n, k, dtype)
-    suffix = f"n{n}_k{k}" + ("_bias" if has_bias else "") + ("" if out_dtype == dtype else "_out_" + out_dtype)
-    return _make("matmul", suffix,
-                 {"N": n, "K": k, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
-                  "HAS_BIAS": bool(has_bias), "OUT_DTYPE": out_dtype, "N_MAJOR": False},
-                 warps, stages, {"n": n, "k": k, "dtype": dtype, "out_dtype": out_dtype})
+    return _matmul_entry(n, k, dtype, has_bias, out_dtype, _matmul_tiles(n, k, dtype))
 
 
 @lru_cache(maxsize=None)
@@ -161,12 +168,7 @@ def decode_matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtyp
     tiles = _decode_tiles(n, k, dtype)
     if tiles is None:
         return None
-    block_m, block_n, block_k, warps, stages = tiles
-    suffix = f"n{n}_k{k}" + ("_bias" if has_bias else "") + ("" if out_dtype == dtype else "_out_" + out_dtype)
-    return _make("matmul", f"{suffix}_m{DECODE_ROWS}",
-                 {"N": n, "K": k, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
-                  "HAS_BIAS": bool(has_bias), "OUT_DTYPE": out_dtype, "N_MAJOR": False},
-                 warps, stages, {"n": n, "k": k, "dtype": dtype, "out_dtype": out_dtype, "max_rows": DECODE_ROWS})
+    return _matmul_entry(n, k, dtype, has_bias, out_dtype, tiles, f"_m{DECODE_ROWS}", max_rows=DECODE_ROWS)
 
 
 @lru_cache(maxsize=None)
@@ -182,14 +184,9 @@ def prefill_matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dty
     tiles = _prefill_tiles(n, k, dtype)
     if tiles is None:
         return None
-    block_m, block_n, block_k, warps, stages = tiles
     rows = PREFILL_ROWS[dtype]
-    suffix = f"n{n}_k{k}" + ("_bias" if has_bias else "") + ("" if out_dtype == dtype else "_out_" + out_dtype)
-    return _make("matmul", f"{suffix}_p{rows}",
-                 {"N": n, "K": k, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
-                  "HAS_BIAS": bool(has_bias), "OUT_DTYPE": out_dtype,
-                  "N_MAJOR": n * k * DTYPE_BYTES[dtype] <= L2_RESIDENT_BYTES},
-                 warps, stages, {"n": n, "k": k, "dtype": dtype, "out_dtype": out_dtype, "min_rows": rows})
+    return _matmul_entry(n, k, dtype, has_bias, out_dtype, tiles, f"_p{rows}",
+                         n_major=n * k * DTYPE_BYTES[dtype] <= L2_RESIDENT_BYTES, min_rows=rows)
 
 
 @lru_cache(maxsize=None)
