@@ -38,16 +38,19 @@ BLOCK_N .. min(last // BLOCK_N, (s + 1) * SEG / BLOCK_N - 1), in ascending order
 ``block_table[b, key // PAGE_SIZE]``; keys past ``last`` are masked on load (neither their
 block-table entry nor their slot is read, so poisoned future slots cannot leak). A row scores
 keys past its own position -inf and weights them +0. Online softmax in fp32 with the -inf clamp
-(``m_safe``); scores and the weighted sum are ``tl.dot`` on tensor cores in bf16 (P rounded to
-bf16, fp32 accumulation into the running output) and IEEE fp32 dots in fp32. Each row that sees
+(``m_safe``); scores, the weighted sum and the denominator l are ``tl.dot`` on tensor cores in
+bf16 (P rounded to bf16, fp32 accumulation into the running output; l is P times a tile of ones,
+so it sums the same rounded weights as the output) and IEEE fp32 dots in fp32. l is a dot rather
+than a row sum because a row sum's order follows the tile's thread layout, which changes with
+BLOCK_Q (the decode bucket, kernels/attention_configs.py), while a dot's does not (trusted). Each row that sees
 a key of the segment (s * SEG <= its position) stores its unnormalised state (m, l, acc) to
 fp32 scratch; the other rows store nothing, and the combine never reads their slots.
 
 Why a query's segment state does not depend on the batch or the chunking: its row sees the same
 key tiles of the segment with the same values in any launch (its q row, its request's KV up to
 pos); tiles of its block past its own last tile are fully masked for it and are exact identity
-steps (max(m, -inf) = m, alpha = exp(+0) = 1, p = exp(-inf) = +0, l * 1 + (+0) = l with l > 0,
-and ``tl.dot`` with an all-+0 left operand returns its accumulator); keys of its last tile past
+steps (max(m, -inf) = m, alpha = exp(+0) = 1, p = exp(-inf) = +0, and ``tl.dot`` with an
+all-+0 left operand returns its accumulator, l's and the output's alike); keys of its last tile past
 pos get p = +0, whose terms do not change the dot when the V rows there are finite. Those rows
 are the request's own KV at positions up to the block's last token, written before this launch;
 that they are finite (no inf/NaN activations) is a premise of the contract
@@ -65,8 +68,8 @@ so its window starts at or after ``lowest``; a skipped tile holds only keys it m
 the tiles of a segment that lie wholly before its own window start are fully masked, whether
 the block visits them or not; visited with the row's state still empty, such a tile is an exact
 identity step from that state: m stays max(-inf, -inf) = -inf, the clamp gives m_safe = 0,
-alpha = p = exp(-inf) = +0, l = +0 * +0 + (+0) = +0, and ``tl.dot`` with an all-+0 left operand
-returns its accumulator (+0 * +0 = +0). So a row's state for a segment wholly before its window
+alpha = p = exp(-inf) = +0, and ``tl.dot`` with an all-+0 left operand returns its accumulator,
+l's and the output's (+0 * +0 = +0). So a row's state for a segment wholly before its window
 is (-inf, +0, +0) in every launch, and otherwise the same tiles with visible keys in the same
 order; the combine merges only the segments from the one holding the row's window start (it
 holds a visible key: the visible keys are contiguous up to the row's own).
@@ -137,7 +140,10 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
     q = tl.load(q_ptr + rows[:, None] * stride_qt + heads[:, None] * stride_qh + offs_d[None, :], mask=is_row[:, None],
                 other=0.0)
     m_i = tl.zeros([BLOCK_Q * BLOCK_G], dtype=tl.float32) - float("inf")
-    l_i = tl.zeros([BLOCK_Q * BLOCK_G], dtype=tl.float32)
+    # l as a dot of P with ones, like acc: its sum order is the dot's, not a row reduction's, whose
+    # order follows the tile's thread layout (so it would differ between BLOCK_Q buckets)
+    ones = tl.full([BLOCK_N, 16], 1.0, tl.float32).to(DTYPE)  # 16 columns: tl.dot's narrowest
+    l_acc = tl.zeros([BLOCK_Q * BLOCK_G, 16], dtype=tl.float32)  # every column the same l
     acc = tl.zeros([BLOCK_Q * BLOCK_G, D], dtype=tl.float32)
     for j in range(first_tile, end_tile):
         keys = j * BLOCK_N + offs_n
@@ -146,7 +152,8 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
             is_stored = is_stored & (keys >= lowest)
         pages = tl.load(block_table_ptr + seq * stride_bt + keys // PAGE_SIZE, mask=is_stored, other=0)
         slots = pages * stride_page + (keys % PAGE_SIZE) * stride_slot + kv_head * stride_head
-        k = tl.load(k_cache_ptr + slots[None, :] + offs_d[:, None], mask=is_stored[None, :], other=0.0)
+        # K loaded one key per row, as stored, then transposed for the dot
+        k = tl.trans(tl.load(k_cache_ptr + slots[:, None] + offs_d[None, :], mask=is_stored[:, None], other=0.0))
         v = tl.load(v_cache_ptr + slots[:, None] + offs_d[None, :], mask=is_stored[:, None], other=0.0)
         scores = tl.dot(q, k, input_precision="ieee") * SCALE
         if SOFTCAP > 0:  # SOFTCAP * tanh(scores / SOFTCAP), tanh(x) = 2 / (1 + exp(-2x)) - 1
@@ -161,9 +168,10 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
         m_safe = tl.where(m_new > float("-inf"), m_new, 0.0)
         alpha = tl.exp(m_i - m_safe)
         p = tl.exp(scores - m_safe[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
+        l_acc = tl.dot(p.to(DTYPE), ones, l_acc * alpha[:, None], input_precision="ieee")
         acc = tl.dot(p.to(DTYPE), v, acc * alpha[:, None], input_precision="ieee")
         m_i = m_new
+    l_i = tl.max(l_acc, axis=1)  # the columns are equal: max picks that value exactly
     # Only rows that see a key of the segment (segment * SEG <= position) store: the combine reads
     # exactly those. Written relative to the context, since a padding row's position may pass 2**31.
     sees = is_row & (segment * SEG - context <= rows - q_start)

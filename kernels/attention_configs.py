@@ -12,11 +12,13 @@ from functools import lru_cache
 from kernels.launch_config import (LaunchConfig, _as_float32, _check_dtype, _check_positive, _is_pow2, _make,
                                    _unchecked)
 
-__all__ = ["attention_keys", "paged_attention_config", "attention_combine_config"]
+__all__ = ["attention_keys", "paged_attention_config", "decode_attention_config", "attention_combine_config"]
 
 # Paged attention tile: query tokens per block (times the head group, the tile rows; >= 16 for
 # tl.dot) and keys per KV tile.
 ATTENTION_QUERIES = 16
+# The decode bucket's tile rows (decode_attention_config): the fewest tl.dot accepts.
+DECODE_TILE_ROWS = 16
 ATTENTION_KEYS = 128
 # head_dim from which a KV tile holds ATTENTION_KEYS // 2 keys (see attention_keys).
 WIDE_HEAD_DIM = 256
@@ -103,6 +105,31 @@ def paged_attention_config(*, num_heads: int, num_kv_heads: int, head_dim: int, 
                  {"num_heads": num_heads, "num_kv_heads": num_kv_heads, "head_dim": head_dim,
                   "page_size": page_size, "dtype": dtype, **({"window": window} if window else {}),
                   **({"softcap": float(softcap)} if softcap else {})})
+
+
+@lru_cache(maxsize=None)
+def decode_attention_config(*, num_heads: int, num_kv_heads: int, head_dim: int, page_size: int, scale: float,
+                            dtype: str, window: int = 0, softcap: float = 0.0) -> LaunchConfig | None:
+    """:func:`paged_attention_config`'s launch for decode steps (one query per request), or None
+    where the head group already fills DECODE_TILE_ROWS rows with one query token.
+
+    A decode step's block is one token, so a tile of ATTENTION_QUERIES tokens x BLOCK_G heads
+    computes ATTENTION_QUERIES - 1 empty tokens per KV tile. This one holds DECODE_TILE_ROWS //
+    BLOCK_G tokens; BLOCK_N, SEG, D and every other constexpr are the other entry's, so a row
+    visits the same KV tiles in the same order with the same per-row arithmetic. That a row's
+    bits do not depend on how many rows its ``tl.dot`` tiles hold is the trusted
+    ``dot-tile-shape`` assumption (tested on the GPU); the row reductions that would depend on the
+    tile's thread layout (the softmax denominator) are dots too (kernels/attention.py). The key
+    ends in ``_q<tokens>``.
+    """
+    full = paged_attention_config(num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
+                                  page_size=page_size, scale=scale, dtype=dtype, window=window, softcap=softcap)
+    c = full.constexpr_dict()
+    block_q = max(DECODE_TILE_ROWS // c["BLOCK_G"], 1)
+    if block_q >= c["BLOCK_Q"]:
+        return None
+    return _make("paged_attention", f"{full.key.split('.', 1)[1]}_q{block_q}", {**c, "BLOCK_Q": block_q},
+                 full.num_warps, full.num_stages, {**full.static_dict(), "decode": True})
 
 
 @lru_cache(maxsize=None)

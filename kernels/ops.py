@@ -23,6 +23,7 @@ from kernels.matmul import launch_matmul
 from kernels.matmul_combine import launch_matmul_combine
 from kernels.matmul_combine_norm import launch_matmul_combine_norm
 from kernels.matmul_split import launch_matmul_split, split_partials
+from kernels.plan import PlanEntry
 from kernels.rmsnorm import launch_rms_norm
 from kernels.rope import launch_rope
 from kernels.silu_mul import launch_silu_mul
@@ -31,7 +32,8 @@ from kernels.store_kv import launch_store_kv
 from kernels.tensors import dtype_name
 
 __all__ = ["Partials", "embedding", "rms_norm", "linear", "linear_unfolded", "select_rows", "rope", "silu_mul",
-           "gelu_tanh_mul", "logit_softcap", "store_kv", "paged_attention", "logits", "token_requests"]
+           "gelu_tanh_mul", "logit_softcap", "store_kv", "attention_entries", "paged_attention", "logits",
+           "token_requests"]
 
 token_requests = metadata.token_requests
 
@@ -257,6 +259,25 @@ def store_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: t
         cpu_ops.store_kv(k, v, k_cache, v_cache, slot_mapping, flags, entry)
 
 
+def attention_entries(q: torch.Tensor, k_cache: torch.Tensor, block_table: torch.Tensor, scale: float, *,
+                      window: int = 0, softcap: float = 0.0) -> tuple[PlanEntry, PlanEntry]:
+    """The plan entries of :func:`paged_attention`'s two launches: the KV walk's, and the merge's.
+
+    A launch of no more tokens than requests (one query per request: a decode step) takes the
+    decode bucket's tile where the shape has one (kernels/attention_configs.py
+    ``decode_attention_config``); the choice changes no bits (the trusted ``dot-tile-shape``).
+    """
+    # q: [T, Hq, D]; k_cache: [num_pages, page_size, Hkv, D]; block_table: [B, max_pages]
+    shape = dict(num_heads=q.shape[1], num_kv_heads=k_cache.shape[2], head_dim=q.shape[-1],
+                 page_size=k_cache.shape[1], scale=scale, dtype=dtype_name(q.dtype), window=window, softcap=softcap)
+    decode = configs.decode_attention_config(**shape) if q.shape[0] <= block_table.shape[0] else None
+    entry = require(decode or configs.paged_attention_config(**shape))
+    combine = require(configs.attention_combine_config(num_heads=q.shape[1], head_dim=q.shape[-1],
+                                                       seg=entry.constexpr_dict()["SEG"], dtype=dtype_name(q.dtype),
+                                                       check_finite=_checks_finite(), window=window))
+    return entry, combine
+
+
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
                     query_start_loc: torch.Tensor, seq_lens: torch.Tensor, scale: float,
                     seq_idx: torch.Tensor | None = None, nonfinite: torch.Tensor | None = None, *,
@@ -273,19 +294,14 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     ``seq_idx`` [T] int32, each token's request, is :func:`token_requests` of ``query_start_loc``; a
     forward passes it in so that every layer does not recompute it.
 
-    Two launches: the KV walk cut into segments of SEG keys (kernels/attention.py) stores each
+    Two launches (their entries: :func:`attention_entries`): the KV walk cut into segments of SEG keys (kernels/attention.py) stores each
     token's softmax state per segment to fp32 scratch allocated here, sized from the block
     table's width (so a captured graph, one table width, serves every decode step); the combine
     (kernels/attention_combine.py) merges a token's segments in ascending order and writes
     ``nonfinite`` [T, Hq] float32, the finiteness flag of each (token, head) (kernels/finiteness.py).
     """
     num_tokens = q.shape[0]
-    entry = require(configs.paged_attention_config(
-        num_heads=q.shape[1], num_kv_heads=k_cache.shape[2], head_dim=q.shape[-1], page_size=k_cache.shape[1],
-        scale=scale, dtype=dtype_name(q.dtype), window=window, softcap=softcap))
-    combine = require(configs.attention_combine_config(num_heads=q.shape[1], head_dim=q.shape[-1],
-                                                       seg=entry.constexpr_dict()["SEG"], dtype=dtype_name(q.dtype),
-                                                       check_finite=_checks_finite(), window=window))
+    entry, combine = attention_entries(q, k_cache, block_table, scale, window=window, softcap=softcap)
     if metadata_checks_enabled():
         metadata.check_attention_metadata(query_start_loc, seq_lens, block_table, num_tokens,
                                           k_cache.shape[0], k_cache.shape[1])

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from evidence_db.canonical import digest_of, file_digest
-from kernels.configs import (LaunchConfig, attention_combine_config, decode_matmul_config, embedding_config,
-                             gelu_tanh_mul_config, linear_configs, logit_softcap_config, matmul_combine_norm_config,
-                             matmul_splits, paged_attention_config, prefill_matmul_config, rms_norm_config,
-                             rope_config, silu_mul_config, store_kv_config)
+from kernels.configs import (LaunchConfig, attention_combine_config, decode_attention_config, decode_matmul_config,
+                             embedding_config, gelu_tanh_mul_config, linear_configs, logit_softcap_config,
+                             matmul_combine_norm_config, matmul_splits, paged_attention_config, prefill_matmul_config,
+                             rms_norm_config, rope_config, silu_mul_config, store_kv_config)
 from kernels.shapes import PRESETS, ModelShape, preset
 
 __all__ = ["PlanEntry", "SealedPlan", "plan_for", "preset_plan", "KERNEL_SOURCES", "CPU_SOURCES", "REPO_ROOT"]
@@ -233,6 +233,11 @@ def _configs_for(shape: ModelShape) -> list[tuple[LaunchConfig, str]]:
                                            page_size=s.page_size, scale=s.attention_scale, dtype=dt, window=window,
                                            softcap=s.attn_softcap)
         configs.append((attention, "attention"))
+        decode = decode_attention_config(num_heads=s.num_heads, num_kv_heads=s.num_kv_heads, head_dim=s.head_dim,
+                                         page_size=s.page_size, scale=s.attention_scale, dtype=dt, window=window,
+                                         softcap=s.attn_softcap)
+        if decode is not None:  # the decode bucket's tile (same KV tiles, segments and order)
+            configs.append((decode, "attention"))
         configs.append((attention_combine_config(num_heads=s.num_heads, head_dim=s.head_dim,
                                                  seg=attention.constexpr_dict()["SEG"], dtype=dt,
                                                  check_finite=s.check_finite, window=window), "attention"))

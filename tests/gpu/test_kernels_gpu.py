@@ -87,9 +87,14 @@ def test_tiny_attention_prefill_chunks_and_decode_agree(tiny, poison, page_size)
     chunks = chunk_bounds(length, [16, 17, 40, 63, 64, 65, 66, seg - 1, seg, seg + 1, seg + 40] +
                           list(range(seg + 60, length)))
     companions = [[Step(neighbour, 0, 40)] if i % 2 else [] for i in range(len(chunks))]
+    # decode steps beside a decoding neighbour (one token per request: the decode bucket's tile)
+    decodes = [(p, p + 1) for p in range(seg - 2, seg + 3)]
     with use_plan(plan):
         failures = schedule_failures(request, chunks, companions, [i % 2 for i in range(len(chunks))],
                                      page_size=page_size, scale=_scale(plan), seed=3, poison=poison, device=DEVICE)
+        failures += schedule_failures(request, decodes, [[Step(neighbour, 39, 40)]] * len(decodes),
+                                      [i % 2 for i in range(len(decodes))], page_size=page_size, scale=_scale(plan),
+                                      seed=4, poison=poison, device=DEVICE)
     assert not failures, failures[:3]
 
 
@@ -110,7 +115,14 @@ def test_llama_1b_attention_prefill_chunks_and_decode_agree():
         decode = schedule_failures(request, [(p, p + 1) for p in range(length - 20, length)], [[] for _ in range(20)],
                                    [0] * 20, page_size=s.page_size, scale=_scale(plan), seed=5, poison="inf",
                                    device=DEVICE)
-    assert not failures and not decode, (failures + decode)[:3]
+        # decode steps of 1-4 requests, each one token (the decode bucket's 16-row tiles), against
+        # the full prefill's 64-row tiles: the trusted dot-tile-shape assumption's attention probe
+        positions = [0, 1, 37, 127, 128, seg - 1, seg, seg + 1, length - 1]
+        batched = schedule_failures(request, [(p, p + 1) for p in positions],
+                                    [[Step(o, o.length - 1, o.length) for o in others[: i % 4]]
+                                     for i in range(len(positions))], [i % 3 for i in range(len(positions))],
+                                    page_size=s.page_size, scale=_scale(plan), seed=6, poison="nan", device=DEVICE)
+    assert not failures and not decode and not batched, (failures + decode + batched)[:3]
 
 
 def test_tiny_accuracy_against_float64_and_the_cpu_path(tiny):

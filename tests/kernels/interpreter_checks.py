@@ -86,11 +86,7 @@ def triton_split_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 def triton_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, scale, seq_idx=None,
                      nonfinite=None):
     """The plan's two attention kernels, launched as ops.paged_attention launches them on CUDA."""
-    entry = require(configs.paged_attention_config(num_heads=q.shape[1], num_kv_heads=k_cache.shape[2],
-                                                   head_dim=q.shape[2], page_size=k_cache.shape[1], scale=scale,
-                                                   dtype=dtype_name(q.dtype)))
-    combine = require(configs.attention_combine_config(num_heads=q.shape[1], head_dim=q.shape[2],
-                                                       seg=entry.constexpr_dict()["SEG"], dtype=dtype_name(q.dtype)))
+    entry, combine = ops.attention_entries(q, k_cache, block_table, scale)  # a decode step: the decode bucket
     seq_idx = metadata.token_requests(query_start_loc, q.shape[0]) if seq_idx is None else seq_idx
     m, l, acc = split_scratch(q, block_table, entry)
     out = torch.empty_like(q)

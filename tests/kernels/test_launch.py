@@ -72,12 +72,19 @@ def _layer_launches(num_tokens: int, kv_length: int) -> frozenset[tuple]:
 
 
 def test_configurations_change_with_token_count_only_at_the_buckets():
-    decode = {_layer_launches(t, kv) for t, kv in [(1, 1), (1, 63), (7, 40), (16, 16)]}
+    one_query = {_layer_launches(t, kv) for t, kv in [(1, 1), (1, 63)]}  # one token per request: a decode step
+    decode = {_layer_launches(t, kv) for t, kv in [(7, 40), (16, 16)]}
     middle = {_layer_launches(t, kv) for t, kv in [(17, 17), (33, 33), (63, 130)]}
     prefill = {_layer_launches(t, kv) for t, kv in [(64, 64), (100, 230)]}  # PREFILL_ROWS["float32"] = 64
-    # the KV length never matters; the row count only at DECODE_ROWS and PREFILL_ROWS
-    assert len(decode) == len(middle) == len(prefill) == 1
-    (small,), (mid,), (large,) = decode, middle, prefill
+    # the KV length never matters; the row count only at DECODE_ROWS and PREFILL_ROWS, and for
+    # attention at one query per request (the attention decode bucket)
+    assert len(one_query) == len(decode) == len(middle) == len(prefill) == 1
+    (single,), (small,), (mid,), (large,) = one_query, decode, middle, prefill
+    changed = sorted(single ^ small)
+    assert [kernel for kernel, _, _ in changed] == ["paged_attention"] * 2
+    (_, key_a, cfg_a), (_, key_b, cfg_b) = changed
+    assert {key_a, key_b} == {"paged_attention.hq4_hkv2_d16_p16", "paged_attention.hq4_hkv2_d16_p16_q8"}
+    assert {n for n, v in set(cfg_a) ^ set(cfg_b)} == {"BLOCK_Q"}  # same KV tiles, segments and order
     assert len(small) == len(mid) == len(large) == 10  # 10 per layer: o_proj runs the split-K pair
     for a, b in ((small, mid), (mid, large)):
         changed = sorted(a ^ b)

@@ -88,7 +88,8 @@ def test_config_functions_take_no_batch_dependent_argument():
             params = list(inspect.signature(getattr(configs, name)).parameters)
             assert params and not [p for p in params if forbidden.search(p)], f"{name}{params}"
             checked += 1
-    assert checked == len(configs.KERNELS) + 2  # decode_ and prefill_matmul_config: two more matmul configurations
+    # decode_ and prefill_matmul_config, decode_attention_config: more configurations of matmul and attention
+    assert checked == len(configs.KERNELS) + 3
     assert set(inspect.signature(configs.matmul_splits).parameters) <= {"n", "k", "dtype"}
     # linear_configs takes M only to pick the decode or prefill bucket (DESIGN.md §5), tested below
     assert set(inspect.signature(configs.linear_configs).parameters) == \
@@ -135,6 +136,37 @@ def test_the_prefill_bucket_keeps_every_weight_s_block_k_splits_and_k_order(name
         for num_rows in (None, 1, configs.DECODE_ROWS + 1, rows - 1):
             assert configs.linear_configs(n=c["N"], k=c["K"], dtype=s["dtype"], has_bias=c["HAS_BIAS"],
                                           out_dtype=c["OUT_DTYPE"], num_rows=num_rows)[0].key != entry.key
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_the_attention_decode_bucket_keeps_the_kv_tiles_segments_and_order(name):
+    """Each attention entry with a decode bucket differs from it in BLOCK_Q alone (16 tile rows),
+    and ops chooses it for launches of at most one token per request."""
+    import torch
+
+    from kernels import ops
+    from kernels.launch import use_plan
+
+    plan = preset_plan(name)
+    walks = {e.key: e for e in plan.entries if e.kernel == "paged_attention"}
+    decode = {k: e for k, e in walks.items() if e.static_dict().get("decode")}
+    assert len(decode) == len({k for k in walks if not walks[k].static_dict().get("decode")})
+    for key, entry in decode.items():
+        c, other = entry.constexpr_dict(), walks[re.sub(r"_q\d+$", "", key)].constexpr_dict()
+        assert c["BLOCK_Q"] * c["BLOCK_G"] == 16 < other["BLOCK_Q"] * other["BLOCK_G"]
+        assert {n: v for n, v in c.items() if n != "BLOCK_Q"} == {n: v for n, v in other.items() if n != "BLOCK_Q"}
+        assert (entry.num_warps, entry.num_stages) == (walks[re.sub(r"_q\d+$", "", key)].num_warps,
+                                                       walks[re.sub(r"_q\d+$", "", key)].num_stages)
+    s = plan.shape
+    dtype = getattr(torch, s.dtype)
+    k_cache = torch.empty(4, s.page_size, s.num_kv_heads, s.head_dim, dtype=dtype)
+    with use_plan(plan):
+        for num_tokens, num_seqs in ((1, 1), (3, 4), (4, 4), (5, 4), (64, 1)):
+            q = torch.empty(num_tokens, s.num_heads, s.head_dim, dtype=dtype)
+            walk, _ = ops.attention_entries(q, k_cache, torch.zeros(num_seqs, 2, dtype=torch.int32),
+                                            s.attention_scale)
+            assert walk.static_dict().get("decode", False) == (num_tokens <= num_seqs and bool(decode)), \
+                (num_tokens, num_seqs, walk.key)
 
 
 def test_split_and_vocabulary_weights_have_no_decode_bucket():

@@ -152,8 +152,8 @@ def test_full_causal_plan_entries_are_unchanged():
     assert llama.entry("paged_attention.hq32_hkv8_d64_p16").constexpr_dict()["BLOCK_N"] == 128
     assert llama.entry("paged_attention.hq32_hkv8_d64_p16").constexpr_dict()["SEG"] == 1024
     for name in ("tiny", "llama-1b", "qwen3-0.6b", "mistral-7b"):
-        keys = [k for k in preset_plan(name).keys() if "attention" in k]
-        assert len(keys) == 2 and not any("_w" in k or "_cap" in k for k in keys), keys
+        keys = [k for k in preset_plan(name).keys() if "attention" in k]  # with the decode bucket's walk
+        assert len(keys) == 3 and not any("_w" in k or "_cap" in k for k in keys), keys
 
 
 def test_windowed_plans_hold_one_pair_per_window_and_wide_heads_take_64_key_tiles():
@@ -162,7 +162,8 @@ def test_windowed_plans_hold_one_pair_per_window_and_wide_heads_take_64_key_tile
                        attn_softcap=50.0)
     keys = [k for k in plan_for(shape).keys() if "attention" in k]
     assert keys == ["attention_combine.hq4_d256_s512", "attention_combine.hq4_d256_s512_w512",
-                    "paged_attention.hq4_hkv1_d256_p16_cap50", "paged_attention.hq4_hkv1_d256_p16_w512_cap50"]
+                    "paged_attention.hq4_hkv1_d256_p16_cap50", "paged_attention.hq4_hkv1_d256_p16_cap50_q4",
+                    "paged_attention.hq4_hkv1_d256_p16_w512_cap50", "paged_attention.hq4_hkv1_d256_p16_w512_cap50_q4"]
     entry = plan_for(shape).entry("paged_attention.hq4_hkv1_d256_p16_w512_cap50").constexpr_dict()
     assert (entry["BLOCK_N"], entry["SEG"], entry["WINDOW"], entry["SOFTCAP"]) == (64, 512, 512, 50.0)
     assert configs.paged_attention_config(num_heads=4, num_kv_heads=1, head_dim=16, page_size=16, scale=0.25,

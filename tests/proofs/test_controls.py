@@ -116,7 +116,7 @@ def test_split_kv_partial_state_of_each_segment_the_token_sees_is_verified():
                              "k_cache_ptr": "paged via block_table_ptr[req], positions < p + 1",
                              "v_cache_ptr": "paged via block_table_ptr[req], positions < p + 1"}
     steps = "\n".join(result.steps)
-    for state in ("acc, m_i", "l_i, m_i"):
+    for state in ("acc, m_i", "l_acc, m_i"):  # l is a dot with a ones tile, like acc
         assert f"loop at line {SPLIT_LOOP_LINE}: extra suffix iterations of launch A proved exact identities on " \
             f"{state}" in steps
     # a bf16 plan entry: launched with PDL

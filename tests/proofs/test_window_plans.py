@@ -27,7 +27,8 @@ TARGETS = {t.key: t for shape in SHAPES.values() for t in targets_from_plan(plan
 
 
 def test_every_shape_contributes_windowed_entries():
-    assert len(TARGETS) == 11, sorted(TARGETS)
+    # 5 merges and 6 walks, each walk with its decode bucket's entry
+    assert len(TARGETS) == 17 and sum(k.endswith(('_q4', '_q8')) for k in TARGETS) == 6, sorted(TARGETS)
 
 
 @pytest.mark.parametrize("key", sorted(TARGETS))
