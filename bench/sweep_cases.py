@@ -51,7 +51,7 @@ def matmul_candidates(n: int) -> list[tuple]:
 # unless one is given, then kernels/attention_combine.py), the others are
 # bench/attention_variants.py ("walk": the single KV walk the split replaced).
 ATTENTION_CANDIDATES = [
-    ("plan", 16, 128, 4, 2), ("plan", 16, 64, 4, 2), ("plan", 16, 128, 4, 3), ("plan", 16, 128, 8, 2),
+    ("plan", 16, 128, 4, 2), ("plan", 4, 128, 4, 2), ("plan", 16, 64, 4, 2), ("plan", 16, 128, 4, 3), ("plan", 16, 128, 8, 2),
     ("plan", 32, 128, 8, 2), ("plan", 16, 256, 4, 2), ("plan", 16, 128, 4, 2, 512), ("plan", 16, 128, 4, 2, 2048),
     ("plan", 16, 128, 4, 2, 256), ("plan", 16, 64, 4, 2, 256), ("plan", 16, 64, 4, 2, 512), ("plan", 16, 64, 4, 3, 256),
     ("walk", 64, 128, 4, 2), ("walk", 16, 256, 4, 2),

@@ -13,7 +13,8 @@ def test_tiny_plan_entry_is_verified(target):
     assert result.source_digest == target.source_digest
 
 
-@pytest.mark.parametrize("key", ["paged_attention.hq32_hkv8_d64_p16", "attention_combine.hq32_d64_s1024",
+@pytest.mark.parametrize("key", ["paged_attention.hq32_hkv8_d64_p16", "paged_attention.hq32_hkv8_d64_p16_q4",
+                                 "attention_combine.hq32_d64_s1024",
                                  "matmul.n128256_k2048_out_float32", "store_kv.hkv8_d64_p16",
                                  "matmul.n3072_k2048", "matmul.n2048_k8192"])
 def test_llama_1b_entry_is_verified(key):
