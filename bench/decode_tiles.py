@@ -2,6 +2,7 @@
 weight fastest at decode M, and whether its rows equal a prefill tile's rows bitwise.
 
     PYTHONPATH=. python3 bench/decode_tiles.py --out DIR [--preset llama-1b] [--m 4] [--workers 14]
+        [--roles qkv,o] [--block-m 16,64] [--warps 2,4] [--stages 3,5] [--splits 1,2,4] [--own-block-k]
 
 DESIGN.md §5 allows tile shapes per M bucket only when BLOCK_K, the splits and the K order are
 the same in every bucket of a weight, and then rests cross-bucket equality on a trusted
@@ -58,13 +59,20 @@ def weights(name: str) -> list[tuple[str, int, int, str]]:
             ("down", s.hidden_size, s.intermediate_size, s.dtype), ("lm_head", s.vocab_size, s.hidden_size, "float32")]
 
 
-def candidates(n: int, k: int) -> list[tuple[int, ...]]:
+# What candidates() ranges over; main() narrows it from the command line.
+SPACE = {"block_m": (16, 64), "warps": (2, 4), "stages": (3, 5), "splits": (1, 2, 4), "own_block_k": False}
+
+
+def candidates(n: int, k: int, dtype: str = "bfloat16") -> list[tuple[int, ...]]:
     """(BM, BN, BK, warps, stages, splits) worth timing for an [N, K] weight at decode."""
     wide = n >= 16384
+    block_ks = (64, 128, 256) if wide else (128, 256, 512)
+    if SPACE["own_block_k"]:  # the weight's BLOCK_K only (the K order the plan's buckets share)
+        block_ks = (matmul_configs._matmul_tiles(n, k, dtype)[2],)
     out = []
     for bm, bn, bk, warps, stages, splits in itertools.product(
-            (16, 64), (64, 128) if wide else (16, 32, 64), (64, 128, 256) if wide else (128, 256, 512),
-            (2, 4), (3, 5), (1,) if wide else (1, 2, 4)):
+            SPACE["block_m"], (64, 128) if wide else (16, 32, 64), block_ks, SPACE["warps"], SPACE["stages"],
+            (1,) if wide else SPACE["splits"]):
         if bm == 64 and warps != 4 or k % (splits * bk):
             continue
         out.append((bm, bn, bk, warps, stages, splits))
@@ -195,7 +203,7 @@ def sweep_weight(role: str, n: int, k: int, dtype: str, out_dtype: str, m: int, 
                            for x, w, o in zip(xs, ws, outs)], device="cuda", repeats=REPEATS)[0]
     row: dict = {"role": role, "n": n, "k": k, "m": m, "weight_bytes": 2 * n * k, "torch_us": torch_us,
                  "plan_tiles": list(matmul_configs._matmul_tiles(n, k, dtype)), "decode": [], "prefill": [], "probes": []}
-    for tiles in candidates(n, k):
+    for tiles in candidates(n, k, dtype):
         rec: dict = {"tiles": list(tiles)}
         row["decode"].append(rec)
         if errors.get((n, k, tiles)):
@@ -271,13 +279,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--m", type=int, default=4, help="decode rows (the batch)")
     parser.add_argument("--workers", type=int, default=14, help="parallel compile processes")
     parser.add_argument("--roles", default="qkv,o,gate_up,down,lm_head")
+    for name, default in (("block-m", "16,64"), ("warps", "2,4"), ("stages", "3,5"), ("splits", "1,2,4")):
+        parser.add_argument(f"--{name}", default=default, help=f"candidate values, comma-separated (default {default})")
+    parser.add_argument("--own-block-k", action="store_true", help="only each weight's own BLOCK_K")
     args = parser.parse_args(argv)
+    try:
+        SPACE.update({key: tuple(int(v) for v in getattr(args, key).split(","))
+                      for key in ("block_m", "warps", "stages", "splits")}, own_block_k=args.own_block_k)
+    except ValueError as exc:
+        parser.error(f"candidate values must be comma-separated integers: {exc}")
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU")
     roles = set(args.roles.split(","))
     todo = [w for w in weights(args.preset) if w[0] in roles]
     start = time.monotonic()
-    jobs = [(n, k, preset(args.preset).dtype, out_dtype, t) for _, n, k, out_dtype in todo for t in candidates(n, k)]
+    jobs = [(n, k, preset(args.preset).dtype, out_dtype, t) for _, n, k, out_dtype in todo
+            for t in candidates(n, k, preset(args.preset).dtype)]
     errors = compile_all(jobs, args.workers)
     results: dict = {"preset": args.preset, "m": args.m, "compile_s": time.monotonic() - start, "weights": []}
     args.out.mkdir(parents=True, exist_ok=True)
