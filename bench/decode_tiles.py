@@ -280,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=14, help="parallel compile processes")
     parser.add_argument("--roles", default="qkv,o,gate_up,down,lm_head")
     for name, default in (("block-m", "16,64"), ("warps", "2,4"), ("stages", "3,5"), ("splits", "1,2,4")):
-        parser.add_argument(f"--{name}", default=default, help=f"candidate values, comma-separated (default {default})")
+        parser.add_argument(f"--{name}", default=default,
+                            help=f"candidate values, comma-separated (default {default})")
     parser.add_argument("--own-block-k", action="store_true", help="only each weight's own BLOCK_K")
     args = parser.parse_args(argv)
     try:

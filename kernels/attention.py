@@ -42,16 +42,16 @@ keys past its own position -inf and weights them +0. Online softmax in fp32 with
 bf16 (P rounded to bf16, fp32 accumulation into the running output; l is P times a tile of ones,
 so it sums the same rounded weights as the output) and IEEE fp32 dots in fp32. l is a dot rather
 than a row sum because a row sum's order follows the tile's thread layout, which changes with
-BLOCK_Q (the decode bucket, kernels/attention_configs.py), while a dot's does not (trusted). Each row that sees
-a key of the segment (s * SEG <= its position) stores its unnormalised state (m, l, acc) to
-fp32 scratch; the other rows store nothing, and the combine never reads their slots.
+BLOCK_Q (the decode bucket, kernels/attention_configs.py), while a dot's does not (trusted).
+Each row that sees a key of the segment (s * SEG <= its position) stores its unnormalised state
+(m, l, acc) to fp32 scratch; the other rows store nothing, and the combine never reads their slots.
 
 Why a query's segment state does not depend on the batch or the chunking: its row sees the same
 key tiles of the segment with the same values in any launch (its q row, its request's KV up to
 pos); tiles of its block past its own last tile are fully masked for it and are exact identity
 steps (max(m, -inf) = m, alpha = exp(+0) = 1, p = exp(-inf) = +0, and ``tl.dot`` with an
-all-+0 left operand returns its accumulator, l's and the output's alike); keys of its last tile past
-pos get p = +0, whose terms do not change the dot when the V rows there are finite. Those rows
+all-+0 left operand returns its accumulator, l's and the output's alike); keys of its last tile
+past pos get p = +0, whose terms do not change the dot when the V rows there are finite. Those rows
 are the request's own KV at positions up to the block's last token, written before this launch;
 that they are finite (no inf/NaN activations) is a premise of the contract
 (kernels/contracts/paged_attention.toml), unlike the unwritten slots, which may hold anything;

@@ -294,11 +294,12 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     ``seq_idx`` [T] int32, each token's request, is :func:`token_requests` of ``query_start_loc``; a
     forward passes it in so that every layer does not recompute it.
 
-    Two launches (their entries: :func:`attention_entries`): the KV walk cut into segments of SEG keys (kernels/attention.py) stores each
-    token's softmax state per segment to fp32 scratch allocated here, sized from the block
-    table's width (so a captured graph, one table width, serves every decode step); the combine
-    (kernels/attention_combine.py) merges a token's segments in ascending order and writes
-    ``nonfinite`` [T, Hq] float32, the finiteness flag of each (token, head) (kernels/finiteness.py).
+    Two launches (their entries: :func:`attention_entries`): the KV walk cut into segments of SEG
+    keys (kernels/attention.py) stores each token's softmax state per segment to fp32 scratch
+    allocated here, sized from the block table's width (so a captured graph, one table width,
+    serves every decode step); the combine (kernels/attention_combine.py) merges a token's
+    segments in ascending order and writes ``nonfinite`` [T, Hq] float32, the finiteness flag of
+    each (token, head) (kernels/finiteness.py).
     """
     num_tokens = q.shape[0]
     entry, combine = attention_entries(q, k_cache, block_table, scale, window=window, softcap=softcap)
