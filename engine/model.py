@@ -102,7 +102,7 @@ class LlamaModel:
             else:  # the fold adds no bias: the biased projection is folded by its own combine
                 hidden = ops.linear(attn.view(num_tokens, self.q_width), lw.o_proj, lw.o_bias)  # [T, H]
             x, residual = ops.rms_norm(hidden, lw.post_norm, spec.rms_norm_eps, residual)
-            hidden = ops.linear_unfolded(ops.silu_mul(ops.linear(x, lw.gate_up)), lw.down)
+            hidden = ops.linear_unfolded(ops.gate_up_silu_mul(x, lw.gate_up), lw.down)
         nonfinite = flags.amax(dim=(0, 2))  # [T]
         # Only sampled rows need the final norm and the vocabulary projection (row-wise ops).
         if batch.sample_rows.shape[0] == 0:
@@ -133,8 +133,11 @@ class LlamaModel:
             launches["rms_norm"] += 2 * spec.has_qk_norm  # Qwen3: q and k heads, one launch each
             launches.update(["rope", "store_kv", "paged_attention", "attention_combine"])
             norm(linear(spec.hidden_size, self.q_width, unfolded=not spec.has_o_proj_bias))
-            linear(2 * spec.intermediate_size, spec.hidden_size)
-            launches["silu_mul"] += 1
+            if configs.matmul_silu_configs(intermediate_size=spec.intermediate_size, k=spec.hidden_size, dtype=dt):
+                launches["matmul_silu"] += 1
+            else:
+                linear(2 * spec.intermediate_size, spec.hidden_size)
+                launches["silu_mul"] += 1
             down_folds = linear(spec.hidden_size, spec.intermediate_size, unfolded=True)
         if has_logits:
             norm(down_folds)

@@ -18,6 +18,7 @@ from kernels.gelu_mul import GELU_CUBIC, SQRT_2_OVER_PI, check_gelu_tanh_mul
 from kernels.matmul import check_matmul
 from kernels.matmul_combine import check_matmul_combine
 from kernels.matmul_combine_norm import check_matmul_combine_norm
+from kernels.matmul_silu import check_matmul_silu
 from kernels.matmul_split import check_matmul_split
 from kernels.plan import PlanEntry
 from kernels.rmsnorm import check_rms_norm
@@ -26,8 +27,8 @@ from kernels.silu_mul import check_silu_mul
 from kernels.softcap import check_logit_softcap
 from kernels.store_kv import check_store_kv
 
-__all__ = ["embedding", "rms_norm", "matmul", "matmul_split", "matmul_combine", "matmul_combine_norm", "rope",
-           "silu_mul", "gelu_tanh_mul", "logit_softcap", "store_kv"]
+__all__ = ["embedding", "rms_norm", "matmul", "matmul_split", "matmul_combine", "matmul_combine_norm", "matmul_silu",
+           "rope", "silu_mul", "gelu_tanh_mul", "logit_softcap", "store_kv"]
 
 # Bound on the [rows, N, BLOCK_K] product tensor of one matmul step; rows are independent,
 # so splitting them into groups changes no row's arithmetic.
@@ -147,10 +148,22 @@ def rope(x: torch.Tensor, positions: torch.Tensor, cos_sin: torch.Tensor, out: t
     out.copy_(torch.cat([out1, out2], dim=-1).to(out.dtype))
 
 
+def matmul_silu(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, entry: PlanEntry) -> None:
+    """:func:`matmul` of the ``[2 I, K]`` gate/up weight rounded to the activation dtype, then :func:`silu_mul`."""
+    check_matmul_silu(x, weight, out, entry)
+    c = entry.constexpr_dict()
+    acc = torch.empty(x.shape[0], 2 * c["I"], dtype=torch.float32)
+    _accumulate(x, weight, 0, c["K"], c["BLOCK_K"], acc)
+    _silu_rows(acc.to(out.dtype), c["I"], out)
+
+
 def silu_mul(gate_up: torch.Tensor, out: torch.Tensor, entry: PlanEntry) -> None:
     """``round(round(gate / (1 + exp(-gate))) * up)`` with the position-independent exp."""
     check_silu_mul(gate_up, out, entry)
-    width = entry.constexpr_dict()["I"]
+    _silu_rows(gate_up, entry.constexpr_dict()["I"], out)
+
+
+def _silu_rows(gate_up: torch.Tensor, width: int, out: torch.Tensor) -> None:
     gate, up = gate_up[:, :width].float(), gate_up[:, width:].float()
     act = (gate / (1.0 + exp(-gate))).to(out.dtype).float()
     out.copy_((act * up).to(out.dtype))

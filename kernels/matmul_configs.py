@@ -14,7 +14,7 @@ from kernels.launch_config import (LaunchConfig, _as_float32, _check_dtype, _che
                                    _row_warps)
 
 __all__ = ["matmul_config", "decode_matmul_config", "prefill_matmul_config", "matmul_splits", "matmul_split_config",
-           "matmul_combine_config", "matmul_combine_norm_config", "linear_configs"]
+           "matmul_combine_config", "matmul_combine_norm_config", "linear_configs", "matmul_silu_configs"]
 
 # bf16 matmul: the widest column tile (of 128, 64, 32) that still gives this many column tiles,
 # so a decode launch (M <= BLOCK_M, one row tile) spreads a weight over about one wave of a
@@ -260,3 +260,51 @@ def linear_configs(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str
         return (matmul_config(n=n, k=k, dtype=dtype, has_bias=has_bias, out_dtype=out_dtype),)
     return (matmul_split_config(n=n, k=k, dtype=dtype),
             matmul_combine_config(n=n, splits=splits, dtype=dtype, has_bias=has_bias, out_dtype=out_dtype))
+
+
+def matmul_silu_configs(*, intermediate_size: int, k: int, dtype: str,
+                        num_rows: int | None = None) -> tuple[LaunchConfig, ...]:
+    """The launches of the gate/up projection with SiLU-and-multiply in its epilogue
+    (kernels/matmul_silu.py): every bucket's, or with ``num_rows`` (M) the one bucket's that
+    :func:`linear_configs` would pick for the ``[2 I, K]`` weight; () where that weight is split
+    (its K order is then not one pass, and the projection runs as :func:`linear_configs` then
+    silu_mul).
+
+    Each is the gate/up weight's own tile with its columns shared between gate and up: BLOCK_N
+    halved, so a program streams as many weight rows as the matmul's; same BLOCK_K and K order.
+    """
+    mid, decode, prefill = _matmul_silu_buckets(intermediate_size, k, dtype)
+    if mid is None:
+        return ()
+    if num_rows is None:
+        return tuple(c for c in (mid, decode, prefill) if c is not None)
+    if num_rows <= DECODE_ROWS and decode is not None:
+        return (decode,)
+    if num_rows >= PREFILL_ROWS[dtype] and prefill is not None:
+        return (prefill,)
+    return (mid,)
+
+
+@lru_cache(maxsize=None)
+def _matmul_silu_buckets(intermediate_size: int, k: int, dtype: str) -> tuple[LaunchConfig | None, ...]:
+    """(middle, decode, prefill) bucket configs of :func:`matmul_silu_configs`; all None for a split weight."""
+    n = 2 * intermediate_size
+    _check_matmul_shape(n, k, dtype, dtype)
+    if matmul_splits(n=n, k=k, dtype=dtype) > 1:
+        return None, None, None
+    suffix = f"i{intermediate_size}_k{k}"
+    static = {"intermediate_size": intermediate_size, "k": k, "dtype": dtype}
+
+    def entry(tiles: tuple[int, int, int, int, int], bucket: str = "", n_major: bool = False,
+              **bounds: int) -> LaunchConfig:
+        block_m, block_n, block_k, warps, stages = tiles
+        return _make("matmul_silu", suffix + bucket,
+                     {"I": intermediate_size, "K": k, "BLOCK_M": block_m, "BLOCK_N": block_n // 2,
+                      "BLOCK_K": block_k, "DTYPE": dtype, "N_MAJOR": n_major}, warps, stages, {**static, **bounds})
+
+    decode, prefill = _decode_tiles(n, k, dtype), _prefill_tiles(n, k, dtype)
+    rows = PREFILL_ROWS[dtype]
+    return (entry(_matmul_tiles(n, k, dtype)),
+            None if decode is None else entry(decode, f"_m{DECODE_ROWS}", max_rows=DECODE_ROWS),
+            None if prefill is None else entry(prefill, f"_p{rows}", min_rows=rows,
+                                               n_major=n * k * DTYPE_BYTES[dtype] <= L2_RESIDENT_BYTES))

@@ -22,6 +22,7 @@ from kernels.launch import active_plan, metadata_checks_enabled, require
 from kernels.matmul import launch_matmul
 from kernels.matmul_combine import launch_matmul_combine
 from kernels.matmul_combine_norm import launch_matmul_combine_norm
+from kernels.matmul_silu import launch_matmul_silu
 from kernels.matmul_split import launch_matmul_split, split_partials
 from kernels.plan import PlanEntry
 from kernels.rmsnorm import launch_rms_norm
@@ -32,8 +33,8 @@ from kernels.store_kv import launch_store_kv
 from kernels.tensors import dtype_name
 
 __all__ = ["Partials", "embedding", "rms_norm", "linear", "linear_unfolded", "select_rows", "rope", "silu_mul",
-           "gelu_tanh_mul", "logit_softcap", "store_kv", "attention_entries", "paged_attention", "logits",
-           "token_requests"]
+           "gate_up_silu_mul", "gelu_tanh_mul", "logit_softcap", "store_kv", "attention_entries", "paged_attention",
+           "logits", "token_requests"]
 
 token_requests = metadata.token_requests
 
@@ -207,6 +208,23 @@ def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
         launch_silu_mul(gate_up, out, entry)
     else:
         cpu_ops.silu_mul(gate_up, out, entry)
+    return out
+
+
+def gate_up_silu_mul(x: torch.Tensor, gate_up: torch.Tensor) -> torch.Tensor:
+    """``silu(x @ gate.T) * (x @ up.T)`` for ``x`` [T, K] and ``gate_up`` [2*I, K] = [gate | up] -> [T, I].
+
+    One launch with the activation in the matmul's epilogue (kernels/matmul_silu.py), with the bits of
+    :func:`silu_mul` of :func:`linear`; where the weight is split-K, those two.
+    """
+    width = gate_up.shape[0] // 2
+    planned = configs.matmul_silu_configs(intermediate_size=width, k=gate_up.shape[-1],
+                                          dtype=dtype_name(gate_up.dtype), num_rows=x.shape[0])
+    if not planned:
+        return silu_mul(linear(x, gate_up))
+    entry = require(planned[0])
+    out = torch.empty(x.shape[0], width, dtype=x.dtype, device=x.device)
+    (launch_matmul_silu if _on_cuda(x, gate_up) else cpu_ops.matmul_silu)(x, gate_up, out, entry)
     return out
 
 

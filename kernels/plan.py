@@ -20,8 +20,8 @@ from typing import Any, Mapping
 from evidence_db.canonical import digest_of, file_digest
 from kernels.configs import (LaunchConfig, attention_combine_config, decode_attention_config, decode_matmul_config,
                              embedding_config, gelu_tanh_mul_config, linear_configs, logit_softcap_config,
-                             matmul_combine_norm_config, matmul_splits, paged_attention_config, prefill_matmul_config,
-                             rms_norm_config, rope_config, silu_mul_config, store_kv_config)
+                             matmul_combine_norm_config, matmul_silu_configs, matmul_splits, paged_attention_config,
+                             prefill_matmul_config, rms_norm_config, rope_config, silu_mul_config, store_kv_config)
 from kernels.shapes import PRESETS, ModelShape, preset
 
 __all__ = ["PlanEntry", "SealedPlan", "plan_for", "preset_plan", "KERNEL_SOURCES", "CPU_SOURCES", "REPO_ROOT"]
@@ -37,6 +37,7 @@ KERNEL_SOURCES: dict[str, tuple[str, str, str]] = {
     "matmul_combine": ("kernels.matmul_combine", "matmul_combine_kernel", "kernels.cpu_ops.matmul_combine"),
     "matmul_combine_norm": ("kernels.matmul_combine_norm", "matmul_combine_norm_kernel",
                             "kernels.cpu_ops.matmul_combine_norm"),
+    "matmul_silu": ("kernels.matmul_silu", "matmul_silu_kernel", "kernels.cpu_ops.matmul_silu"),
     "rope": ("kernels.rope", "rope_kernel", "kernels.cpu_ops.rope"),
     "silu_mul": ("kernels.silu_mul", "silu_mul_kernel", "kernels.cpu_ops.silu_mul"),
     "gelu_tanh_mul": ("kernels.gelu_mul", "gelu_tanh_mul_kernel", "kernels.cpu_ops.gelu_tanh_mul"),
@@ -222,7 +223,9 @@ def _configs_for(shape: ModelShape) -> list[tuple[LaunchConfig, str]]:
     configs.append((rope_config(head_dim=s.head_dim, dtype=dt), "rope"))
     if s.activation == "gelu_tanh":
         configs.append((gelu_tanh_mul_config(intermediate_size=s.intermediate_size, dtype=dt), "gelu_tanh_mul"))
-    else:
+    else:  # gate/up with SiLU-and-multiply in its epilogue; the two-launch form stays planned for other layouts
+        configs.extend((c, "gate_up_silu") for c in matmul_silu_configs(intermediate_size=s.intermediate_size,
+                                                                         k=s.hidden_size, dtype=dt))
         configs.append((silu_mul_config(intermediate_size=s.intermediate_size, dtype=dt), "silu_mul"))
     if s.final_logit_softcap:
         configs.append((logit_softcap_config(vocab_size=s.vocab_size, cap=s.final_logit_softcap), "logit_softcap"))

@@ -44,8 +44,7 @@ FINITENESS_TRUSTED = ("IEEE 754 propagation of inf and NaN by the device's float
                       "the flagging code computes what kernels/finiteness.py says (tests, not proofs)",
                       "values attention does not read: other kernels' arithmetic")
 
-KERNELS_ON_PATH = ("embedding", "rms_norm", "matmul", "rope", "silu_mul", "store_kv", "paged_attention",
-                   "attention_combine")
+KERNELS_ON_PATH = ("embedding", "rms_norm", "matmul", "rope", "store_kv", "paged_attention", "attention_combine")
 # Kernels a family's plan holds in place of or beside those (Gemma3's GeGLU, its logit softcap): on
 # the path whenever the plan has an entry of them.
 FAMILY_KERNELS = ("gelu_tanh_mul", "logit_softcap")
@@ -64,9 +63,10 @@ def plan_check(probe: ProbeResult, recomputed_digest: str, d_fields: dict[str, A
     if changed:
         problems.append(f"launch options differ from the plan for {sorted(set(changed))}")
     planned = {key.split(".")[0] for key in probe.plan_keys}
-    # silu_mul is on the path unless the plan has another activation; family kernels whenever planned
-    required = set(KERNELS_ON_PATH) - ({"silu_mul"} if "gelu_tanh_mul" in planned else set()) | \
-        (set(FAMILY_KERNELS) & planned)
+    # The MLP's activation: the gate/up projection with SiLU in its epilogue where planned, else the
+    # plan's separate activation kernel; family kernels whenever planned
+    activation = next((k for k in ("matmul_silu", "gelu_tanh_mul") if k in planned), "silu_mul")
+    required = set(KERNELS_ON_PATH) | {activation} | (set(FAMILY_KERNELS) & planned)
     missing = sorted(required - {k for k, _, _ in probe.launches})
     if missing:
         problems.append(f"no launch of {missing} was recorded: the recording does not cover the forward path")

@@ -9,7 +9,8 @@ from engine.compare.runtime_probe import ProbeResult, observed_environment
 from evidence_db.bundle import Deployment
 
 PLAN = "sha256:" + "1" * 64
-CONFIGS = {f"{k}.x": {"BLOCK": 16, "num_warps": 4} for k in KERNELS_ON_PATH}
+# The default path: the MLP's activation in the gate/up projection's epilogue
+CONFIGS = {f"{k}.x": {"BLOCK": 16, "num_warps": 4} for k in (*KERNELS_ON_PATH, "matmul_silu")}
 
 
 def probe(**changes) -> ProbeResult:
@@ -48,6 +49,22 @@ def test_a_clean_probe_passes():
 def test_plan_defects_fail(change, expected):
     status, problems, _ = plan_check(probe(**change), PLAN, d_fields())
     assert status == "fail" and any(expected in p for p in problems), problems
+
+
+@pytest.mark.parametrize("plan_activation,launched,missing", [
+    ("matmul_silu", "silu_mul", "matmul_silu"),  # a fused plan that ran the two-launch form
+    ("silu_mul", "matmul_silu", "silu_mul"),  # a plan without the fused entry
+    ("gelu_tanh_mul", "silu_mul", "gelu_tanh_mul"),
+])
+def test_the_planned_activation_must_be_launched(plan_activation, launched, missing):
+    options = {"BLOCK": 16, "num_warps": 4}
+    common = {k: v for k, v in CONFIGS.items() if k != "matmul_silu.x"}
+    plan = {**common, f"{plan_activation}.x": options}
+    ran = {**common, f"{launched}.x": options}
+    observed = probe(plan_keys=tuple(plan), plan_configs={**plan, **ran},
+                     launches=[(k.split(".")[0], k, dict(v)) for k, v in ran.items()])
+    status, problems, _ = plan_check(observed, PLAN, d_fields())
+    assert status == "fail" and any(f"'{missing}'" in p and "forward path" in p for p in problems), problems
 
 
 def test_plan_digest_of_d_must_match_the_recomputed_plan():

@@ -254,3 +254,26 @@ def test_bucket_rows_equal_the_prefill_tile_rows_bitwise(name):
                     if not torch.equal(got, full[start:start + m]):
                         failures.append(f"{entry.key} M={m} rows from {start}")
     assert not failures, failures[:5]
+
+
+@pytest.mark.parametrize("name", ["llama-1b", "qwen3-0.6b"])
+def test_gate_up_silu_has_the_two_launch_bits_in_every_bucket(name):
+    """The gate/up projection with SiLU in its epilogue (one launch) gives the bits of the matmul then
+    silu_mul (two launches) at M = 1, 4, 37, 128, 1,000 and 4,096 (decode, middle and prefill
+    buckets), and its rows of a short launch equal those of the 4,096-row one, on adversarial values."""
+    plan = preset_plan(name)
+    s = plan.shape
+    assert configs.matmul_silu_configs(intermediate_size=s.intermediate_size, k=s.hidden_size, dtype="bfloat16")
+    x, w = _adversarial(4096, s.hidden_size, 3), _adversarial(2 * s.intermediate_size, s.hidden_size, 4)
+    failures = []
+    with use_plan(plan):
+        full = ops.gate_up_silu_mul(x, w).view(torch.int16)
+        for m in (1, 4, 37, 128, 1000, 4096):
+            for start in sorted({0, 1000 % (4097 - m), 4096 - m}):
+                rows = x[start:start + m].contiguous()
+                fused = ops.gate_up_silu_mul(rows, w).view(torch.int16)
+                if not torch.equal(fused, ops.silu_mul(ops.linear(rows, w)).view(torch.int16)):
+                    failures.append(f"M={m} rows from {start}: fused != matmul then silu_mul")
+                if not torch.equal(fused, full[start:start + m]):
+                    failures.append(f"M={m} rows from {start}: rows differ from the 4,096-row launch")
+    assert not failures, failures[:5]

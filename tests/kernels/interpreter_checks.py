@@ -38,6 +38,7 @@ from kernels.launch import require, use_plan
 from kernels.matmul import launch_matmul
 from kernels.matmul_combine import launch_matmul_combine
 from kernels.matmul_combine_norm import launch_matmul_combine_norm
+from kernels.matmul_silu import launch_matmul_silu
 from kernels.matmul_split import launch_matmul_split, split_partials
 from kernels.plan import plan_for
 from kernels.rmsnorm import launch_rms_norm
@@ -100,10 +101,14 @@ class Unsupported(Exception):
     """The interpreter cannot run this check; the message says why."""
 
 
+def bf16_dot_unsupported(what: str) -> Unsupported:
+    return Unsupported("Triton 3.6's interpreter multiplies bf16 tl.dot operands as their raw uint16 bit patterns "
+                       f"(create_dot has no bf16 conversion); bf16 {what} runs in tests/gpu")
+
+
 def check_matmul(dtype: torch.dtype) -> str:
     if dtype == torch.bfloat16:
-        raise Unsupported("Triton 3.6's interpreter multiplies bf16 tl.dot operands as their raw uint16 "
-                          "bit patterns (create_dot has no bf16 conversion); bf16 matmul runs in tests/gpu")
+        raise bf16_dot_unsupported("matmul")
     gen = torch.Generator().manual_seed(0)
     x, w = fill_rows("random", (40, 32), dtype, gen), (torch.randn(64, 32, generator=gen) / 6).to(dtype)
     got = triton_linear(x, w, torch.float32)
@@ -120,8 +125,7 @@ def check_matmul(dtype: torch.dtype) -> str:
 
 def check_matmul_split(dtype: torch.dtype) -> str:
     if dtype == torch.bfloat16:
-        raise Unsupported("Triton 3.6's interpreter multiplies bf16 tl.dot operands as their raw uint16 "
-                          "bit patterns (create_dot has no bf16 conversion); bf16 split matmul runs in tests/gpu")
+        raise bf16_dot_unsupported("split matmul")
     gen = torch.Generator().manual_seed(9)
     n, k = SHAPE.hidden_size, SHAPE.intermediate_size
     x, w = fill_rows("random", (40, k), dtype, gen), (torch.randn(n, k, generator=gen) / 11).to(dtype)
@@ -147,6 +151,37 @@ def check_matmul_split(dtype: torch.dtype) -> str:
     launch_rms_norm(got, residual, norm_w, *separate, norm)  # the interpreter's tl.sum in both
     assert all(bits_equal(a, b) for a, b in zip(fused, separate)), "the interpreted fold + norm differs"
     return "split-K rows equal at every in-tile offset and equal to the CPU path bitwise; fold + norm too"
+
+
+def triton_gate_up_silu(x: torch.Tensor, gate_up: torch.Tensor) -> torch.Tensor:
+    """The gate/up projection with SiLU in its epilogue, launched with the bucket ops picks for x's rows."""
+    width = gate_up.shape[0] // 2
+    entry, = (require(c) for c in configs.matmul_silu_configs(intermediate_size=width, k=gate_up.shape[1],
+                                                              dtype=dtype_name(x.dtype), num_rows=x.shape[0]))
+    out = torch.empty(x.shape[0], width, dtype=x.dtype)
+    launch_matmul_silu(x, gate_up, out, entry)
+    return out
+
+
+def check_matmul_silu(dtype: torch.dtype) -> str:
+    if dtype == torch.bfloat16:
+        raise bf16_dot_unsupported("matmul_silu")
+    gen = torch.Generator().manual_seed(11)
+    width, k = SHAPE.intermediate_size, SHAPE.hidden_size
+    x, w = fill_rows("random", (80, k), dtype, gen), (torch.randn(2 * width, k, generator=gen) / 2).to(dtype)
+    got = triton_gate_up_silu(x, w)  # 80 rows: the prefill bucket
+    reference.assert_close(got, reference.silu_mul(reference.linear(x, w)), dtype,
+                           what="interpreted matmul_silu")
+    # The two launches it replaces, interpreted too (tl.exp is numpy's here, not the CPU path's exp).
+    silu_entry = require(configs.silu_mul_config(intermediate_size=width, dtype=dtype_name(dtype)))
+    separate = torch.empty_like(got)
+    launch_silu_mul(triton_linear(x, w), separate, silu_entry)
+    assert bits_equal(got, separate), "the interpreted fused launch differs from matmul then silu_mul"
+    cases = CASES + [Case(40, 20, "huge", 5), Case(70, 64, "random", 6)]  # the middle and prefill buckets
+    failures = row_invariance_failures(lambda rows: triton_gate_up_silu(rows, w), (x[:2],),
+                                       lambda kind, rows, g: (fill_rows(kind, (rows, k), dtype, g),), cases)
+    assert not failures, failures
+    return "rows equal in every bucket and at every in-tile offset, and equal to matmul then silu_mul bitwise"
 
 
 def split_count(n: int, k: int, dtype: torch.dtype) -> int:
@@ -270,7 +305,8 @@ def check_finiteness(dtype: torch.dtype) -> str:
 
 
 CHECKS: dict[str, Callable[[torch.dtype], str]] = {
-    "matmul": check_matmul, "matmul_split": check_matmul_split, "rowwise": check_rowwise, "store_kv": check_store_kv, "attention": check_attention,
+    "matmul": check_matmul, "matmul_split": check_matmul_split, "matmul_silu": check_matmul_silu,
+    "rowwise": check_rowwise, "store_kv": check_store_kv, "attention": check_attention,
     "attention_small_pages": check_attention_small_pages, "finiteness": check_finiteness,
     "gemma": lambda dtype: check_gemma(SHAPE, dtype)}
 DTYPES = ("float32", "bfloat16")

@@ -17,7 +17,8 @@ from tests.kernels.invariance import fill_rows
 from tests.kernels.reference import rope_table
 
 ROWWISE_OPS = ("linear", "linear_bias", "linear_down", "down_fold_norm", "logits", "rms_norm", "rms_norm_residual",
-               "rope", "silu_mul", "embedding", "rms_norm_offset", "gelu_tanh_mul", "logit_softcap", "embedding_scaled")
+               "rope", "silu_mul", "gate_up_silu_mul", "embedding", "rms_norm_offset", "gelu_tanh_mul", "logit_softcap",
+               "embedding_scaled")
 # Gemma3's ops (kernels/shapes.py): the (1 + w) norm, GeGLU, the final-logit softcap, the scaled embedding
 GEMMA_OPS = ("rms_norm_offset", "gelu_tanh_mul", "logit_softcap", "embedding_scaled")
 
@@ -118,6 +119,11 @@ def scenario(op: str, shape: ModelShape, dtype: torch.dtype, seed: int, *, num_s
     if op == "silu_mul":
         make = rows(2 * shape.intermediate_size, scale=4.0)
         return Scenario(lambda gu: ops.silu_mul(padded(gu, pad)), (make("random", num_selected, gen),),
+                        single(make), shape)
+    if op == "gate_up_silu_mul":  # the gate/up projection with SiLU in its epilogue: one launch per bucket
+        weight = _weights(gen, dtype, 2 * shape.intermediate_size, hidden, device=device)
+        make = rows(hidden, scale=4.0)
+        return Scenario(lambda x: ops.gate_up_silu_mul(padded(x, pad), weight), (make("random", num_selected, gen),),
                         single(make), shape)
     if op == "embedding":
         table = fill_rows("random", (shape.vocab_size, hidden), dtype, gen).to(device)

@@ -88,12 +88,15 @@ def test_config_functions_take_no_batch_dependent_argument():
             params = list(inspect.signature(getattr(configs, name)).parameters)
             assert params and not [p for p in params if forbidden.search(p)], f"{name}{params}"
             checked += 1
-    # decode_ and prefill_matmul_config, decode_attention_config: more configurations of matmul and attention
-    assert checked == len(configs.KERNELS) + 3
+    # decode_ and prefill_matmul_config, decode_attention_config: more configurations of matmul and attention;
+    # matmul_silu has only matmul_silu_configs (below)
+    assert checked == len(configs.KERNELS) + 3 - 1
     assert set(inspect.signature(configs.matmul_splits).parameters) <= {"n", "k", "dtype"}
     # linear_configs takes M only to pick the decode or prefill bucket (DESIGN.md §5), tested below
     assert set(inspect.signature(configs.linear_configs).parameters) == \
         {"n", "k", "dtype", "has_bias", "out_dtype", "num_rows"}
+    assert set(inspect.signature(configs.matmul_silu_configs).parameters) == {"intermediate_size", "k", "dtype",
+                                                                               "num_rows"}
 
 
 @pytest.mark.parametrize("name", ["tiny", "small", "llama-1b", "qwen3-0.6b", "mistral-7b"])
