@@ -57,7 +57,7 @@ def matmul_cases(plan: SealedPlan, m: int, device: str) -> list[BenchCase]:
 
 
 def rowwise_cases(plan: SealedPlan, m: int, device: str) -> list[BenchCase]:
-    """RMSNorm (+residual), SiLU-mul, RoPE, embedding and KV store at M = m."""
+    """RMSNorm (+residual), SiLU-mul, RoPE with the KV store, and embedding at M = m."""
     s = plan.shape
     dtype = torch.bfloat16 if s.dtype == "bfloat16" else torch.float32
     e, h, i_size = dtype.itemsize, s.hidden_size, s.intermediate_size
@@ -73,39 +73,34 @@ def rowwise_cases(plan: SealedPlan, m: int, device: str) -> list[BenchCase]:
         gu = _randn(m, 2 * i_size, dtype=dtype, device=device)
         return lambda: ops.silu_mul(gu), lambda: F.silu(gu[:, :i_size]) * gu[:, i_size:]
 
-    def rope(i: int):
+    def rope_store(i: int):
+        num_pages = max(4, -(-m // s.page_size) * 2)
+        kc, vc = (torch.zeros(num_pages, s.page_size, hkv, d, dtype=dtype, device=device) for _ in range(2))
         q, k = _randn(m, hq, d, dtype=dtype, device=device), _randn(m, hkv, d, dtype=dtype, device=device)
+        v = _randn(m, hkv, d, dtype=dtype, device=device)
         table = torch.randn(4096, d, device=device)
         pos = torch.randint(0, 4096, (m,), device=device)
+        slots = torch.randperm(num_pages * s.page_size, device=device)[:m]
 
         def baseline():
             cs = table[pos]
             cos, sin = cs[:, None, : d // 2].repeat(1, 1, 2).to(dtype), cs[:, None, d // 2:].repeat(1, 1, 2).to(dtype)
             rot = lambda t: torch.cat([-t[..., d // 2:], t[..., : d // 2]], dim=-1)  # noqa: E731
-            return q * cos + rot(q) * sin, k * cos + rot(k) * sin
-        return lambda: ops.rope(q, k, pos, table), baseline
+            kc.view(-1, hkv, d).index_copy_(0, slots, k * cos + rot(k) * sin)
+            vc.view(-1, hkv, d).index_copy_(0, slots, v)
+            return q * cos + rot(q) * sin
+        return lambda: ops.rope_store_kv(q, k, v, pos, table, kc, vc, slots), baseline
 
     def embed(i: int):
         table = _randn(s.vocab_size, h, dtype=dtype, device=device)
         ids = torch.randint(0, s.vocab_size, (m,), device=device)
         return lambda: ops.embedding(ids, table), lambda: F.embedding(ids, table)
 
-    def store(i: int):
-        num_pages = max(4, -(-m // s.page_size) * 2)
-        kc, vc = (torch.zeros(num_pages, s.page_size, hkv, d, dtype=dtype, device=device) for _ in range(2))
-        k, v = _randn(m, hkv, d, dtype=dtype, device=device), _randn(m, hkv, d, dtype=dtype, device=device)
-        slots = torch.randperm(num_pages * s.page_size, device=device)[:m]
-
-        def baseline():
-            kc.view(-1, hkv, d).index_copy_(0, slots, k)
-            vc.view(-1, hkv, d).index_copy_(0, slots, v)
-        return lambda: ops.store_kv(k, v, kc, vc, slots), baseline
-
     return [BenchCase("rms_norm", f"residual H={h}", m, 4 * m * h * e + h * e, 0, norm),
             BenchCase("silu_mul", f"I={i_size}", m, 3 * m * i_size * e, 0, silu),
-            BenchCase("rope", f"Hq={hq} Hkv={hkv} D={d}", m, 2 * m * (hq + hkv) * d * e + m * d * 4, 0, rope),
-            BenchCase("embedding", f"V={s.vocab_size} H={h}", m, 2 * m * h * e, 0, embed),
-            BenchCase("store_kv", f"Hkv={hkv} D={d}", m, 4 * m * hkv * d * e, 0, store)]
+            BenchCase("rope_store_kv", f"Hq={hq} Hkv={hkv} D={d}", m,
+                      2 * m * (hq + 2 * hkv) * d * e + m * d * 4, 0, rope_store),
+            BenchCase("embedding", f"V={s.vocab_size} H={h}", m, 2 * m * h * e, 0, embed)]
 
 
 def attention_case(plan: SealedPlan, m: int, kv_len: int, device: str, *, prefill: bool) -> BenchCase:
@@ -179,9 +174,8 @@ def forward_case(plan: SealedPlan, m: int, device: str) -> BenchCase:
             for (qkv_w, o_w, gate_up_w, down_w), (kc, vc) in zip(layers, caches):
                 x, residual = ops.rms_norm(hidden, norm, s.rms_norm_eps, residual)
                 qkv = ops.linear(x, qkv_w)
-                q, k = ops.rope(qkv[:, :hq * d].view(m, hq, d), qkv[:, hq * d:(hq + hkv) * d].view(m, hkv, d),
-                                positions, cos_sin)
-                ops.store_kv(k, qkv[:, (hq + hkv) * d:].view(m, hkv, d), kc, vc, positions)
+                q = ops.rope_store_kv(qkv[:, :hq * d].view(m, hq, d), qkv[:, hq * d:(hq + hkv) * d].view(m, hkv, d),
+                                      qkv[:, (hq + hkv) * d:].view(m, hkv, d), positions, cos_sin, kc, vc, positions)
                 attn = ops.paged_attention(q, kc, vc, table, qsl, lens, d ** -0.5)
                 x, residual = ops.rms_norm(ops.linear(attn.view(m, hq * d), o_w), norm, s.rms_norm_eps, residual)
                 hidden = ops.linear(ops.silu_mul(ops.linear(x, gate_up_w)), down_w)

@@ -66,8 +66,9 @@ class Gemma3Model:
             k = qkv[:, self.q_width:self.q_width + self.kv_width].view(num_tokens, spec.num_kv_heads, spec.head_dim)
             v = qkv[:, self.q_width + self.kv_width:].view(num_tokens, spec.num_kv_heads, spec.head_dim)
             q, k = self._head_norm(q, lw.q_norm), self._head_norm(k, lw.k_norm)  # type: ignore[arg-type]
-            q, k = ops.rope(q, k, batch.positions, self.tables[layer])
-            ops.store_kv(k, v, kv.k[layer], kv.v[layer], batch.slot_mapping, flags[layer, :, :spec.num_kv_heads])
+            # q rotated [T, Hq, D]; k rotated and v written to the layer's cache slots, in one launch
+            q = ops.rope_store_kv(q, k, v, batch.positions, self.tables[layer], kv.k[layer], kv.v[layer],
+                                  batch.slot_mapping, flags[layer, :, :spec.num_kv_heads])
             attn = ops.paged_attention(q, kv.k[layer], kv.v[layer], batch.block_table, batch.query_start_loc,
                                        batch.seq_lens, self.scale, seq_idx, flags[layer, :, spec.num_kv_heads:],
                                        window=spec.window(layer))  # [T, Hq, D]
@@ -102,7 +103,7 @@ class Gemma3Model:
             linear(spec.hidden_size, spec.intermediate_size)
             # input, q heads, k heads, post_attention, pre_feedforward, post_feedforward
             launches["rms_norm"] += 6
-            launches.update(["rope", "store_kv", "paged_attention", "attention_combine", "gelu_tanh_mul"])
+            launches.update(["rope_store_kv", "paged_attention", "attention_combine", "gelu_tanh_mul"])
         if has_logits:
             launches["rms_norm"] += 1
             linear(spec.vocab_size, spec.hidden_size, out_dtype="float32")

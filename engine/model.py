@@ -72,11 +72,11 @@ class LlamaModel:
     @torch.inference_mode()
     def forward(self, batch: ForwardBatch, kv: KVCache) -> tuple[torch.Tensor, torch.Tensor]:
         """Write this step's K/V into ``kv``; return ``[S, V]`` float32 logits of the sample rows and
-        ``[T]`` float32 finiteness flags, 1.0 for a row that store_kv or attention flagged in some
+        ``[T]`` float32 finiteness flags, 1.0 for a row that rope_store_kv or attention flagged in some
         layer (kernels/finiteness.py; all 0.0 when the plan is sealed without the check)."""
         spec, w = self.spec, self.weights
         num_tokens = batch.input_ids.shape[0]
-        # Every element is written by one layer's store_kv or combine (flags[l, t, :Hkv] and
+        # Every element is written by one layer's rope_store_kv or combine (flags[l, t, :Hkv] and
         # [l, t, Hkv:]), so nothing needs clearing, also in a replayed graph.
         flags = torch.empty(spec.num_layers, num_tokens, spec.num_kv_heads + spec.num_heads, dtype=torch.float32,
                             device=w.embed.device)
@@ -92,8 +92,9 @@ class LlamaModel:
             if lw.q_norm is not None:  # Qwen3: each head RMSNorm-ed over head_dim (one row per head) before RoPE
                 q = self._head_norm(q, lw.q_norm)
                 k = self._head_norm(k, lw.k_norm)  # type: ignore[arg-type]
-            q, k = ops.rope(q, k, batch.positions, self.cos_sin)
-            ops.store_kv(k, v, kv.k[layer], kv.v[layer], batch.slot_mapping, flags[layer, :, :spec.num_kv_heads])
+            # q rotated [T, Hq, D]; k rotated and v written to the layer's cache slots, in one launch
+            q = ops.rope_store_kv(q, k, v, batch.positions, self.cos_sin, kv.k[layer], kv.v[layer],
+                                  batch.slot_mapping, flags[layer, :, :spec.num_kv_heads])
             attn = ops.paged_attention(q, kv.k[layer], kv.v[layer], batch.block_table, batch.query_start_loc,
                                        batch.seq_lens, self.scale, seq_idx, flags[layer, :, spec.num_kv_heads:],
                                        window=spec.window(layer))  # [T, Hq, D]; Mistral's window, or 0
@@ -131,7 +132,7 @@ class LlamaModel:
             norm(layer > 0 and down_folds)
             linear(self.q_width + 2 * self.kv_width, spec.hidden_size)
             launches["rms_norm"] += 2 * spec.has_qk_norm  # Qwen3: q and k heads, one launch each
-            launches.update(["rope", "store_kv", "paged_attention", "attention_combine"])
+            launches.update(["rope_store_kv", "paged_attention", "attention_combine"])
             norm(linear(spec.hidden_size, self.q_width, unfolded=not spec.has_o_proj_bias))
             if configs.matmul_silu_configs(intermediate_size=spec.intermediate_size, k=spec.hidden_size, dtype=dt):
                 launches["matmul_silu"] += 1

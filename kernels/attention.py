@@ -55,7 +55,7 @@ past pos get p = +0, whose terms do not change the dot when the V rows there are
 are the request's own KV at positions up to the block's last token, written before this launch;
 that they are finite (no inf/NaN activations) is a premise of the contract
 (kernels/contracts/paged_attention.toml), unlike the unwritten slots, which may hold anything;
-store_kv and the combine check it, and the absence of overflow, at run time (kernels/finiteness.py).
+rope_store_kv and the combine check it, and the absence of overflow, at run time (kernels/finiteness.py).
 A row's position inside the tile changes with the chunking; ``tl.dot`` is trusted to give a
 row the same bits wherever it sits (tests/gpu checks it).
 

@@ -47,12 +47,11 @@ __all__ = [
     "matmul_combine_norm_config",
     "linear_configs",
     "matmul_silu_configs",
-    "rope_config",
+    "rope_store_kv_config",
     "silu_mul_config",
     "gelu_tanh_mul_config",
     "logit_softcap_config",
     "embedding_scale",
-    "store_kv_config",
     "attention_keys",
     "paged_attention_config",
     "decode_attention_config",
@@ -106,22 +105,6 @@ def rms_norm_config(*, hidden_size: int, eps: float, has_residual: bool, dtype: 
     return _make("rms_norm", suffix, constexprs, _row_warps(block, 16), 1, {"hidden_size": hidden_size, "dtype": dtype})
 
 
-# Elements a rope program rotates: whole heads, a power of two of them (masked past the last).
-ROPE_ELEMENTS = 1024
-
-
-@lru_cache(maxsize=None)
-def rope_config(*, head_dim: int, dtype: str) -> LaunchConfig:
-    """Rotary embedding (rotate-half): one program per (token, ROPE_ELEMENTS / head_dim heads)."""
-    _check_positive(head_dim=head_dim)
-    _check_dtype(dtype)
-    if not _is_pow2(head_dim) or head_dim < 2:
-        raise ValueError(f"rope needs a power-of-two head_dim >= 2, got {head_dim}")
-    block_heads = max(1, ROPE_ELEMENTS // head_dim)
-    return _make("rope", f"d{head_dim}", {"HALF": head_dim // 2, "BLOCK_HEADS": block_heads, "DTYPE": dtype},
-                 _row_warps(block_heads * head_dim, 4), 1, {"head_dim": head_dim, "dtype": dtype})
-
-
 def _gated_config(kernel: str, intermediate_size: int, dtype: str) -> LaunchConfig:
     """An ``act(gate) * up`` kernel over ``[T, 2 * I]``: one program per (token, column block)."""
     _check_positive(intermediate_size=intermediate_size)
@@ -155,19 +138,31 @@ def logit_softcap_config(*, vocab_size: int, cap: float) -> LaunchConfig:
                  4, 1, {"vocab_size": vocab_size})
 
 
-@lru_cache(maxsize=None)
-def store_kv_config(*, num_kv_heads: int, head_dim: int, page_size: int, dtype: str,
-                    check_finite: bool = True) -> LaunchConfig:
-    """KV-cache write: one program per (token, KV head) copies one K and one V row to its slot.
+# Elements of q and k a rope_store_kv program rotates: whole heads, a power of two of them (masked past the last).
+ROPE_ELEMENTS = 1024
 
-    ``check_finite`` (CHECK) also flags a copied row holding inf or NaN (kernels/finiteness.py);
+
+@lru_cache(maxsize=None)
+def rope_store_kv_config(*, num_heads: int, num_kv_heads: int, head_dim: int, page_size: int, dtype: str,
+                         check_finite: bool = True) -> LaunchConfig:
+    """RoPE of q and k and the KV-cache write of k and v: one program per (token, BLOCK_Q = ROPE_ELEMENTS /
+    head_dim q heads), each also handling BLOCK_KV KV heads.
+
+    ``check_finite`` (CHECK) also flags a written K or V row holding inf or NaN (kernels/finiteness.py);
     off, the key ends in ``_unchecked``.
     """
-    _check_positive(num_kv_heads=num_kv_heads, head_dim=head_dim, page_size=page_size)
+    _check_positive(num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, page_size=page_size)
     _check_dtype(dtype)
-    if not _is_pow2(head_dim):
-        raise ValueError(f"store_kv needs a power-of-two head_dim, got {head_dim}")
-    return _make("store_kv", f"hkv{num_kv_heads}_d{head_dim}_p{page_size}{_unchecked(check_finite)}",
-                 {"D": head_dim, "PAGE_SIZE": page_size, "CHECK": int(check_finite)}, 1, 1,
-                 {"num_kv_heads": num_kv_heads, "head_dim": head_dim, "page_size": page_size, "dtype": dtype,
-                  "check_finite": check_finite})
+    if not _is_pow2(head_dim) or head_dim < 2:
+        raise ValueError(f"rope_store_kv needs a power-of-two head_dim >= 2, got {head_dim}")
+    block_q = max(1, ROPE_ELEMENTS // head_dim)
+    num_blocks = -(-num_heads // block_q)
+    # So the q blocks' programs cover every KV head; at least 2 lanes, since the verifier takes a
+    # 1-wide arange's dimension for a broadcast one and cannot bound the loads it indexes
+    block_kv = max(2, _next_pow2(-(-num_kv_heads // num_blocks)))
+    key = f"hq{num_heads}_hkv{num_kv_heads}_d{head_dim}_p{page_size}{_unchecked(check_finite)}"
+    return _make("rope_store_kv", key, {"HALF": head_dim // 2, "BLOCK_Q": block_q, "BLOCK_KV": block_kv,
+                                        "PAGE_SIZE": page_size, "CHECK": int(check_finite), "DTYPE": dtype},
+                 _row_warps((block_q + block_kv) * head_dim, 4), 1,
+                 {"num_heads": num_heads, "num_kv_heads": num_kv_heads, "head_dim": head_dim,
+                  "page_size": page_size, "dtype": dtype, "check_finite": check_finite})

@@ -22,13 +22,12 @@ from kernels.matmul_silu import check_matmul_silu
 from kernels.matmul_split import check_matmul_split
 from kernels.plan import PlanEntry
 from kernels.rmsnorm import check_rms_norm
-from kernels.rope import check_rope
+from kernels.rope_store_kv import check_rope_store_kv
 from kernels.silu_mul import check_silu_mul
 from kernels.softcap import check_logit_softcap
-from kernels.store_kv import check_store_kv
 
 __all__ = ["embedding", "rms_norm", "matmul", "matmul_split", "matmul_combine", "matmul_combine_norm", "matmul_silu",
-           "rope", "silu_mul", "gelu_tanh_mul", "logit_softcap", "store_kv"]
+           "silu_mul", "gelu_tanh_mul", "logit_softcap", "rope_store_kv"]
 
 # Bound on the [rows, N, BLOCK_K] product tensor of one matmul step; rows are independent,
 # so splitting them into groups changes no row's arithmetic.
@@ -134,20 +133,6 @@ def matmul_combine_norm(partial: torch.Tensor, residual: torch.Tensor, weight: t
     _norm_rows(branch.float() + residual.float(), weight, out, residual_out, entry)
 
 
-def rope(x: torch.Tensor, positions: torch.Tensor, cos_sin: torch.Tensor, out: torch.Tensor,
-         entry: PlanEntry) -> None:
-    """Rotate-half RoPE in fp32 with one rounding to the activation dtype."""
-    check_rope(x, positions, cos_sin, out, entry)
-    half = entry.constexpr_dict()["HALF"]
-    xf = x.float()  # xf: [T, heads, D]
-    x1, x2 = xf[..., :half], xf[..., half:]
-    table = cos_sin.index_select(0, positions)  # table: [T, D]
-    cos, sin = table[:, None, :half], table[:, None, half:]
-    out1 = x1 * cos - x2 * sin
-    out2 = x2 * cos + x1 * sin
-    out.copy_(torch.cat([out1, out2], dim=-1).to(out.dtype))
-
-
 def matmul_silu(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, entry: PlanEntry) -> None:
     """:func:`matmul` of the ``[2 I, K]`` gate/up weight rounded to the activation dtype, then :func:`silu_mul`."""
     check_matmul_silu(x, weight, out, entry)
@@ -187,14 +172,28 @@ def logit_softcap(logits: torch.Tensor, out: torch.Tensor, entry: PlanEntry) -> 
     out.copy_((2.0 / (1.0 + exp(-2.0 * y)) - 1.0) * cap)
 
 
-def store_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-             slot_mapping: torch.Tensor, nonfinite: torch.Tensor, entry: PlanEntry) -> None:
-    """Copy each token's K and V rows to its slot (slots must be distinct); flag non-finite rows."""
-    # k, v: [T, Hkv, D]; nonfinite: [T, Hkv] float32
-    check_store_kv(k, v, k_cache, v_cache, slot_mapping, nonfinite, entry)
-    k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, slot_mapping, k)
+def rope_store_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor, cos_sin: torch.Tensor,
+                  q_out: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor,
+                  nonfinite: torch.Tensor, entry: PlanEntry) -> None:
+    """Rotate-half RoPE of q and k in fp32 with one rounding; rotated K and V copied to their slots
+    (slots must be distinct); non-finite K/V rows flagged."""
+    # q, q_out: [T, Hq, D]; k, v: [T, Hkv, D]; nonfinite: [T, Hkv] float32
+    check_rope_store_kv(q, k, v, positions, cos_sin, q_out, k_cache, v_cache, slot_mapping, nonfinite, entry)
+    c = entry.constexpr_dict()
+    table = cos_sin.index_select(0, positions)  # [T, D]
+    cos, sin = table[:, None, :c["HALF"]], table[:, None, c["HALF"]:]
+    q_out.copy_(_rotated(q, cos, sin, c["HALF"]))
+    k_rot = _rotated(k, cos, sin, c["HALF"])  # [T, Hkv, D]
+    k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, slot_mapping, k_rot)
     v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, slot_mapping, v)
-    if entry.constexpr_dict()["CHECK"]:
-        nonfinite.copy_(any_nonfinite(torch.cat([k, v], dim=-1), 1))  # [T, Hkv]: K or V row
+    if c["CHECK"]:
+        nonfinite.copy_(any_nonfinite(torch.cat([k_rot, v], dim=-1), 1))  # [T, Hkv]: K or V row
     else:
         nonfinite.zero_()
+
+
+def _rotated(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, half: int) -> torch.Tensor:
+    """``x`` [T, heads, D] rotated by ``cos``/``sin`` [T, 1, D/2] in fp32, rounded once to x's dtype."""
+    xf = x.float()
+    x1, x2 = xf[..., :half], xf[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)

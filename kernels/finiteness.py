@@ -8,9 +8,9 @@ accumulator). Two kernels that already touch those values flag, per (token, head
 into a float32 ``nonfinite`` buffer (1.0 flagged, 0.0 clean) that the engine reads with the
 step's logits:
 
-* ``store_kv`` (kernels/store_kv.py) flags a K or V row it copies into the cache that holds an
-  inf or NaN. Attention reads only K/V rows at positions up to a block's last one, and each of
-  them was copied by ``store_kv`` in this step or in an earlier step of the same request, or
+* ``rope_store_kv`` (kernels/rope_store_kv.py) flags a rotated K row or a V row it writes into the
+  cache that holds an inf or NaN. Attention reads only K/V rows at positions up to a block's last one, and each of
+  them was written by ``rope_store_kv`` in this step or in an earlier step of the same request, or
   came from a prefix-cache page an earlier step published. A request ends at the first flagged
   step and a flagged step publishes nothing, so every K/V row attention reads carries a clean
   flag.

@@ -77,10 +77,10 @@ def check_slots(slot_mapping: torch.Tensor, num_slots: int) -> None:
     if not slots.numel():
         return
     if int(slots.min()) < 0 or int(slots.max()) >= num_slots:
-        _fail("store_kv slot_mapping", f"values span [{int(slots.min())}, {int(slots.max())}]",
+        _fail("rope_store_kv slot_mapping", f"values span [{int(slots.min())}, {int(slots.max())}]",
               f"slots must be in [0, {num_slots}) (page * page_size + offset)")
     if torch.unique(slots).numel() != slots.numel():
-        _fail("store_kv slot_mapping", "a slot appears twice", "give every token its own slot")
+        _fail("rope_store_kv slot_mapping", "a slot appears twice", "give every token its own slot")
 
 
 def check_attention_metadata(query_start_loc: torch.Tensor, seq_lens: torch.Tensor, block_table: torch.Tensor,

@@ -26,15 +26,14 @@ from kernels.matmul_silu import launch_matmul_silu
 from kernels.matmul_split import launch_matmul_split, split_partials
 from kernels.plan import PlanEntry
 from kernels.rmsnorm import launch_rms_norm
-from kernels.rope import launch_rope
+from kernels.rope_store_kv import launch_rope_store_kv
 from kernels.silu_mul import launch_silu_mul
 from kernels.softcap import launch_logit_softcap
-from kernels.store_kv import launch_store_kv
 from kernels.tensors import dtype_name
 
-__all__ = ["Partials", "embedding", "rms_norm", "linear", "linear_unfolded", "select_rows", "rope", "silu_mul",
-           "gate_up_silu_mul", "gelu_tanh_mul", "logit_softcap", "store_kv", "attention_entries", "paged_attention",
-           "logits", "token_requests"]
+__all__ = ["Partials", "embedding", "rms_norm", "linear", "linear_unfolded", "select_rows", "silu_mul",
+           "gate_up_silu_mul", "gelu_tanh_mul", "logit_softcap", "rope_store_kv", "attention_entries",
+           "paged_attention", "logits", "token_requests"]
 
 token_requests = metadata.token_requests
 
@@ -162,43 +161,6 @@ def logits(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return linear(x, weight, out_dtype=torch.float32)
 
 
-def _adjacent_heads(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
-    """``[T, Hq + Hkv, D]``: q's and k's heads as one view, when k's heads follow q's in one buffer."""
-    if q.dim() != 3 or k.dim() != 3 or q.dtype != k.dtype or q.device != k.device or q.shape[0] != k.shape[0] \
-            or q.shape[2] != k.shape[2] or q.stride() != k.stride() or q.stride(2) != 1 or q.stride(1) != q.shape[2]:
-        return None
-    if k.data_ptr() != q.data_ptr() + q.shape[1] * q.stride(1) * q.element_size():
-        return None
-    return q.as_strided((q.shape[0], q.shape[1] + k.shape[1], q.shape[2]), q.stride())
-
-
-def rope(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor,
-         cos_sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rotate ``q`` [T, Hq, D] and ``k`` [T, Hkv, D] by ``positions`` [T]; new tensors.
-
-    ``cos_sin`` [max_pos, D] float32 holds cos in its first D/2 columns and sin in its last D/2.
-    When k's heads follow q's in one buffer (a fused qkv projection's output), both are rotated
-    in one launch and returned as views of one new ``[T, Hq + Hkv, D]`` tensor; otherwise each
-    is a new contiguous tensor. Every head is rotated alike either way (a row-wise op).
-    """
-    entry = require(configs.rope_config(head_dim=q.shape[-1], dtype=dtype_name(q.dtype)))
-    if metadata_checks_enabled():
-        metadata.check_positions(positions, cos_sin.shape[0])
-    both = _adjacent_heads(q, k)
-    pairs = [(q, torch.empty(q.shape, dtype=q.dtype, device=q.device)),
-             (k, torch.empty(k.shape, dtype=k.dtype, device=k.device))] if both is None else \
-        [(both, torch.empty(both.shape, dtype=q.dtype, device=q.device))]
-    for x, out in pairs:
-        if _on_cuda(x, positions, cos_sin):
-            launch_rope(x, positions, cos_sin, out, entry)
-        else:
-            cpu_ops.rope(x, positions, cos_sin, out, entry)
-    if both is None:
-        return pairs[0][1], pairs[1][1]
-    out = pairs[0][1]
-    return out[:, :q.shape[1]], out[:, q.shape[1]:]
-
-
 def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
     """``silu(gate_up[:, :I]) * gate_up[:, I:]`` for ``gate_up`` [T, 2*I] -> [T, I]."""
     width = gate_up.shape[-1] // 2
@@ -258,23 +220,29 @@ def _flags(nonfinite: torch.Tensor | None, num_tokens: int, num_heads: int, devi
     return torch.empty(num_tokens, num_heads, dtype=torch.float32, device=device)
 
 
-def store_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-             slot_mapping: torch.Tensor, nonfinite: torch.Tensor | None = None) -> None:
-    """Write ``k``/``v`` [T, Hkv, D] into the caches [num_pages, page_size, Hkv, D] at ``slot_mapping`` [T].
+def rope_store_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor, cos_sin: torch.Tensor,
+                  k_cache: torch.Tensor, v_cache: torch.Tensor, slot_mapping: torch.Tensor,
+                  nonfinite: torch.Tensor | None = None) -> torch.Tensor:
+    """Rotate ``q`` [T, Hq, D] and ``k`` [T, Hkv, D] by ``positions`` [T]; write the rotated k and ``v``
+    [T, Hkv, D] into the caches [num_pages, page_size, Hkv, D] at ``slot_mapping`` [T]; return the
+    rotated q as a new contiguous [T, Hq, D] tensor. One launch.
 
-    ``nonfinite`` [T, Hkv] float32 receives the finiteness flag of each copied row (1.0: inf or
-    NaN; 0.0 everywhere when the plan is sealed without the check).
+    ``cos_sin`` [max_pos, D] float32 holds cos in its first D/2 columns and sin in its last D/2.
+    ``nonfinite`` [T, Hkv] float32 receives the finiteness flag of each written K/V row (1.0: inf
+    or NaN; 0.0 everywhere when the plan is sealed without the check).
     """
-    entry = require(configs.store_kv_config(num_kv_heads=k_cache.shape[2], head_dim=k_cache.shape[3],
-                                            page_size=k_cache.shape[1], dtype=dtype_name(k_cache.dtype),
-                                            check_finite=_checks_finite()))
+    entry = require(configs.rope_store_kv_config(
+        num_heads=q.shape[1], num_kv_heads=k_cache.shape[2], head_dim=k_cache.shape[3], page_size=k_cache.shape[1],
+        dtype=dtype_name(k_cache.dtype), check_finite=_checks_finite()))
     if metadata_checks_enabled():
+        metadata.check_positions(positions, cos_sin.shape[0])
         metadata.check_slots(slot_mapping, k_cache.shape[0] * k_cache.shape[1])
+    q_out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     flags = _flags(nonfinite, k.shape[0], k_cache.shape[2], k.device)
-    if _on_cuda(k, v, k_cache, v_cache, slot_mapping):
-        launch_store_kv(k, v, k_cache, v_cache, slot_mapping, flags, entry)
-    else:
-        cpu_ops.store_kv(k, v, k_cache, v_cache, slot_mapping, flags, entry)
+    args = (q, k, v, positions, cos_sin, q_out, k_cache, v_cache, slot_mapping, flags, entry)
+    on_cuda = _on_cuda(q, k, v, positions, cos_sin, k_cache, v_cache, slot_mapping)
+    (launch_rope_store_kv if on_cuda else cpu_ops.rope_store_kv)(*args)
+    return q_out
 
 
 def attention_entries(q: torch.Tensor, k_cache: torch.Tensor, block_table: torch.Tensor, scale: float, *,

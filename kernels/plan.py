@@ -21,7 +21,7 @@ from evidence_db.canonical import digest_of, file_digest
 from kernels.configs import (LaunchConfig, attention_combine_config, decode_attention_config, decode_matmul_config,
                              embedding_config, gelu_tanh_mul_config, linear_configs, logit_softcap_config,
                              matmul_combine_norm_config, matmul_silu_configs, matmul_splits, paged_attention_config,
-                             prefill_matmul_config, rms_norm_config, rope_config, silu_mul_config, store_kv_config)
+                             prefill_matmul_config, rms_norm_config, rope_store_kv_config, silu_mul_config)
 from kernels.shapes import PRESETS, ModelShape, preset
 
 __all__ = ["PlanEntry", "SealedPlan", "plan_for", "preset_plan", "KERNEL_SOURCES", "CPU_SOURCES", "REPO_ROOT"]
@@ -38,11 +38,10 @@ KERNEL_SOURCES: dict[str, tuple[str, str, str]] = {
     "matmul_combine_norm": ("kernels.matmul_combine_norm", "matmul_combine_norm_kernel",
                             "kernels.cpu_ops.matmul_combine_norm"),
     "matmul_silu": ("kernels.matmul_silu", "matmul_silu_kernel", "kernels.cpu_ops.matmul_silu"),
-    "rope": ("kernels.rope", "rope_kernel", "kernels.cpu_ops.rope"),
+    "rope_store_kv": ("kernels.rope_store_kv", "rope_store_kv_kernel", "kernels.cpu_ops.rope_store_kv"),
     "silu_mul": ("kernels.silu_mul", "silu_mul_kernel", "kernels.cpu_ops.silu_mul"),
     "gelu_tanh_mul": ("kernels.gelu_mul", "gelu_tanh_mul_kernel", "kernels.cpu_ops.gelu_tanh_mul"),
     "logit_softcap": ("kernels.softcap", "logit_softcap_kernel", "kernels.cpu_ops.logit_softcap"),
-    "store_kv": ("kernels.store_kv", "store_kv_kernel", "kernels.cpu_ops.store_kv"),
     "paged_attention": ("kernels.attention", "attention_partial_kernel", "kernels.cpu_attention.attention_partial"),
     "attention_combine": ("kernels.attention_combine", "attention_combine_kernel",
                           "kernels.cpu_attention.attention_combine"),
@@ -220,7 +219,8 @@ def _configs_for(shape: ModelShape) -> list[tuple[LaunchConfig, str]]:
         if role in ("o_proj", "down_proj") and splits > 1 and not has_bias and not s.post_norms:
             configs.append((matmul_combine_norm_config(hidden_size=s.hidden_size, splits=splits, eps=s.rms_norm_eps,
                                                        dtype=dt), f"{role}_fold"))
-    configs.append((rope_config(head_dim=s.head_dim, dtype=dt), "rope"))
+    configs.append((rope_store_kv_config(num_heads=s.num_heads, num_kv_heads=s.num_kv_heads, head_dim=s.head_dim,
+                                         page_size=s.page_size, dtype=dt, check_finite=s.check_finite), "rope_store_kv"))
     if s.activation == "gelu_tanh":
         configs.append((gelu_tanh_mul_config(intermediate_size=s.intermediate_size, dtype=dt), "gelu_tanh_mul"))
     else:  # gate/up with SiLU-and-multiply in its epilogue; the two-launch form stays planned for other layouts
@@ -229,8 +229,6 @@ def _configs_for(shape: ModelShape) -> list[tuple[LaunchConfig, str]]:
         configs.append((silu_mul_config(intermediate_size=s.intermediate_size, dtype=dt), "silu_mul"))
     if s.final_logit_softcap:
         configs.append((logit_softcap_config(vocab_size=s.vocab_size, cap=s.final_logit_softcap), "logit_softcap"))
-    configs.append((store_kv_config(num_kv_heads=s.num_kv_heads, head_dim=s.head_dim,
-                                    page_size=s.page_size, dtype=dt, check_finite=s.check_finite), "store_kv"))
     for window in s.attention_windows:  # one pair per distinct window (0: the full causal layers)
         attention = paged_attention_config(num_heads=s.num_heads, num_kv_heads=s.num_kv_heads, head_dim=s.head_dim,
                                            page_size=s.page_size, scale=s.attention_scale, dtype=dt, window=window,

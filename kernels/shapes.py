@@ -30,7 +30,7 @@ class ModelShape:
     rope_theta: float = 10000.0
     rms_norm_eps: float = 1e-5
     max_position_embeddings: int = 2048
-    # The run-time attention finiteness check (kernels/finiteness.py) built into store_kv and the
+    # The run-time attention finiteness check (kernels/finiteness.py) built into rope_store_kv and the
     # attention combine: a deployment choice, so part of the shape the plan is sealed for.
     check_finite: bool = True
     # The sorted distinct sliding windows the layers use (0: full causal attention; Gemma3 and

@@ -269,7 +269,7 @@ def check_config(
     runtime.plan (sealed plan digest; every recorded launch in the plan; outside launches refused),
     runtime.no_autotune (static scan and loaded modules), runtime.deployment (the engine starts
     only under D; versions, accelerator and thread count equal D) and, under a D that runs the
-    run-time finiteness check, trusted.attention-finiteness (every store_kv and combine launch
+    run-time finiteness check, trusted.attention-finiteness (every rope_store_kv and combine launch
     checked; a cached K/V row made NaN ends its request). Exit 1 if a check fails.
     """
     import sys

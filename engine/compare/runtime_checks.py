@@ -10,7 +10,7 @@
   expected D, it refuses a different D, and versions, accelerator and thread count observed here
   independently equal D's fields.
 * ``trusted.attention-finiteness`` (only under a D whose engine field ``check_finite`` is on):
-  every store_kv and attention-combine launch of the probe ran with the finiteness check
+  every rope_store_kv and attention-combine launch of the probe ran with the finiteness check
   (CHECK = 1), and the check ended a request whose cached K/V row was made NaN while its
   companion ran on. Under such a D every step of every run checks the premise
   (kernels/finiteness.py), so this discharges the trusted item as runtime-checked.
@@ -36,7 +36,7 @@ __all__ = ["plan_check", "autotune_check", "deployment_check", "finiteness_check
            "FINITENESS_OBLIGATION"]
 
 # What a passing finiteness record says (kernels/finiteness.py has the argument).
-FINITENESS_COVERS = ("every K/V row store_kv writes is finite (so every K/V row attention reads: each was written "
+FINITENESS_COVERS = ("every K/V row rope_store_kv writes is finite (so every K/V row attention reads: each was written "
                      "and flagged by a step of its request, or published by an unflagged step)",
                      "the running max of every merged segment, the merged sum and the output of every (token, head) "
                      "are finite (so a q row is finite and no score, sum or accumulator overflowed)")
@@ -44,7 +44,7 @@ FINITENESS_TRUSTED = ("IEEE 754 propagation of inf and NaN by the device's float
                       "the flagging code computes what kernels/finiteness.py says (tests, not proofs)",
                       "values attention does not read: other kernels' arithmetic")
 
-KERNELS_ON_PATH = ("embedding", "rms_norm", "matmul", "rope", "store_kv", "paged_attention", "attention_combine")
+KERNELS_ON_PATH = ("embedding", "rms_norm", "matmul", "rope_store_kv", "paged_attention", "attention_combine")
 # Kernels a family's plan holds in place of or beside those (Gemma3's GeGLU, its logit softcap): on
 # the path whenever the plan has an entry of them.
 FAMILY_KERNELS = ("gelu_tanh_mul", "logit_softcap")
@@ -129,9 +129,9 @@ def finiteness_check(probe: ProbeResult, d_fields: dict[str, Any]) -> tuple[str,
     if d_fields.get("engine", {}).get("check_finite") is not True:
         problems.append("D does not say the run-time finiteness check is on")
     checks = {key: opts.get("CHECK") for kernel, key, opts in probe.launches
-              if kernel in ("store_kv", "attention_combine")}
+              if kernel in ("rope_store_kv", "attention_combine")}
     if not checks:
-        problems.append("no store_kv or attention_combine launch was recorded")
+        problems.append("no rope_store_kv or attention_combine launch was recorded")
     unchecked = sorted(key for key, value in checks.items() if value != 1)
     if unchecked:
         problems.append(f"launches without the check: {unchecked}")

@@ -89,7 +89,7 @@ def test_an_engine_that_refuses_d_fails_the_deployment_check():
     assert status == "fail" and "refused to start" in problems[0]
 
 
-CHECKED = [("store_kv", "store_kv.x", {"CHECK": 1}), ("attention_combine", "attention_combine.x", {"CHECK": 1})]
+CHECKED = [("rope_store_kv", "rope_store_kv.x", {"CHECK": 1}), ("attention_combine", "attention_combine.x", {"CHECK": 1})]
 CONTROL = {"poisoned": "error", "companion": "length", "num_events": 1}
 
 
@@ -105,7 +105,7 @@ def test_the_finiteness_check_passes_when_d_runs_it_and_the_control_is_caught():
     (d_fields(engine={"check_finite": True}),
      {"launches": CHECKED[:1] + [("attention_combine", "attention_combine.y", {"CHECK": 0})]},
      "launches without the check"),
-    (d_fields(engine={"check_finite": True}), {"launches": []}, "no store_kv or attention_combine launch"),
+    (d_fields(engine={"check_finite": True}), {"launches": []}, "no rope_store_kv or attention_combine launch"),
     (d_fields(engine={"check_finite": True}), {"finiteness_control": {**CONTROL, "poisoned": "length"}},
      "finished 'length', not 'error'"),
     (d_fields(engine={"check_finite": True}), {"finiteness_control": {**CONTROL, "companion": "error"}},

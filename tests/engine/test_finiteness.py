@@ -1,6 +1,6 @@
 """The engine under the run-time finiteness check: a poisoned request ends, its neighbour is bitwise unaffected.
 
-Poison is injected at the ops the model calls (kernels.ops.store_kv / paged_attention), into
+Poison is injected at the ops the model calls (kernels.ops.rope_store_kv / paged_attention), into
 the rows of one request, at one chosen step, so the kernels see exactly what a broken upstream
 kernel or a bad activation would hand them.
 """
@@ -52,8 +52,8 @@ class Poison:
         b = next(i for i in range(block_table.shape[0]) if int(block_table[i, 0]) == first_page)
         return range(int(query_start_loc[b]), int(query_start_loc[b + 1]))
 
-    def store_kv(self, real):
-        def wrapped(k, v, k_cache, v_cache, slot_mapping, nonfinite=None):
+    def rope_store_kv(self, real):
+        def wrapped(q, k, v, positions, cos_sin, k_cache, v_cache, slot_mapping, nonfinite=None):
             if self.active and self.kind in ("k_nan", "v_inf", "k_inf", "overflow"):
                 size, pages = self.engine.config.page_size, set(self._victim().page_table)
                 rows = [i for i, s in enumerate(slot_mapping.tolist()) if s // size in pages]
@@ -65,10 +65,10 @@ class Poison:
                     k[last, -1, 3] = float("-inf")
                 elif self.kind == "v_inf":
                     v[last, 0, 5] = float("inf")
-                else:  # finite, so store_kv passes it; the score against the same q row overflows
+                else:  # finite, so rope_store_kv passes it; the score against the same q row overflows
                     k[last] = 1e20
                 self.hits += 1
-            return real(k, v, k_cache, v_cache, slot_mapping, nonfinite)
+            return real(q, k, v, positions, cos_sin, k_cache, v_cache, slot_mapping, nonfinite)
         return wrapped
 
     def paged_attention(self, real):
@@ -91,7 +91,7 @@ class Poison:
 @contextlib.contextmanager
 def poisoned(monkeypatch, engine: LLMEngine, kind: str):
     poison = Poison(engine, kind)
-    monkeypatch.setattr(ops, "store_kv", poison.store_kv(ops.store_kv))
+    monkeypatch.setattr(ops, "rope_store_kv", poison.rope_store_kv(ops.rope_store_kv))
     monkeypatch.setattr(ops, "paged_attention", poison.paged_attention(ops.paged_attention))
     monkeypatch.setattr(engine.runner, "launch", poison.launch(engine.runner.launch))
     yield poison

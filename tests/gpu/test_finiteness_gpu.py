@@ -15,9 +15,9 @@ from kernels import configs, ops
 from kernels.attention_combine import launch_attention_combine
 from kernels.launch import require, use_plan
 from kernels.plan import plan_for
+from kernels.rope_store_kv import launch_rope_store_kv
 from kernels.shapes import preset
-from kernels.store_kv import launch_store_kv
-from tests.kernels.finiteness_cases import attention_flag_failures, combine_flag_failures, store_kv_flag_failures
+from tests.kernels.finiteness_cases import attention_flag_failures, combine_flag_failures, rope_store_kv_flag_failures
 
 TINY = preset("tiny")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -31,9 +31,9 @@ def test_compiled_kernels_flag_exactly_the_poisoned_rows(dtype):
                                                    scale=TINY.head_dim ** -0.5, dtype=dtype)
         combine = require(configs.attention_combine_config(num_heads=TINY.num_heads, head_dim=TINY.head_dim,
                                                            seg=attention.constexpr_dict()["SEG"], dtype=dtype))
-        store = require(configs.store_kv_config(num_kv_heads=TINY.num_kv_heads, head_dim=TINY.head_dim,
-                                                page_size=TINY.page_size, dtype=dtype))
-        failures = store_kv_flag_failures(launch_store_kv, store, dtype=DTYPES[dtype], device="cuda")
+        store = require(configs.rope_store_kv_config(num_heads=TINY.num_heads, num_kv_heads=TINY.num_kv_heads,
+                                                     head_dim=TINY.head_dim, page_size=TINY.page_size, dtype=dtype))
+        failures = rope_store_kv_flag_failures(launch_rope_store_kv, store, dtype=DTYPES[dtype], device="cuda")
         failures += combine_flag_failures(launch_attention_combine, combine, dtype=DTYPES[dtype], device="cuda")
         failures += attention_flag_failures(ops.paged_attention, num_heads=TINY.num_heads,
                                             num_kv_heads=TINY.num_kv_heads, head_dim=TINY.head_dim,

@@ -142,9 +142,15 @@ def test_tiny_accuracy_against_float64_and_the_cpu_path(tiny):
     q = torch.randn(5, s.num_heads, s.head_dim, generator=gen).to(dtype)
     k = torch.randn(5, s.num_kv_heads, s.head_dim, generator=gen).to(dtype)
     pos = torch.tensor([0, 1, 17, 100, 255])
-    q_out, k_out = ops.rope(q.to(DEVICE), k.to(DEVICE), pos.to(DEVICE), table.to(DEVICE))
+    v = torch.randn(5, s.num_kv_heads, s.head_dim, generator=gen).to(dtype)
+    cache = [torch.zeros(2, s.page_size, s.num_kv_heads, s.head_dim, dtype=dtype, device=DEVICE) for _ in range(2)]
+    slots = torch.tensor([20, 3, 4, 31, 0])
+    q_out = ops.rope_store_kv(q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), pos.to(DEVICE), table.to(DEVICE), *cache,
+                              slots.to(DEVICE))
+    k_out, v_out = (c.view(-1, s.num_kv_heads, s.head_dim)[slots.to(DEVICE)] for c in cache)
     reference.assert_close(q_out, reference.rope(q, pos, table), dtype, what="rope q (cuda)")
     reference.assert_close(k_out, reference.rope(k, pos, table), dtype, what="rope k (cuda)")
+    assert torch.equal(v_out.cpu(), v), "v rows are not copied bit for bit"
     for length in (1, 16, 17, 70, _seg(tiny) + 5):
         request = make_request(length, s.num_heads, s.num_kv_heads, s.head_dim, dtype, gen)
         got = run_steps([Step(request, 0, length)], page_size=s.page_size, scale=_scale(tiny), gen=gen,

@@ -14,6 +14,7 @@ import torch
 
 from tests.kernels.attention_cases import Request, Step, make_request, run_steps
 from tests.kernels.invariance import bits_equal
+from tests.kernels.reference import rope_table
 
 # One (token, head) state store per segment: rows at positions 3, 130, 300 of a request, two
 # of another, so the merge reads 1, 2 and 3 segments of SEG = 128 (the float32 plan's SEG).
@@ -80,34 +81,41 @@ def combine_flag_failures(combine: CombineOp, entry, *, dtype: torch.dtype = tor
     return failures
 
 
-StoreOp = Callable[..., None]  # signature of kernels.cpu_ops.store_kv
+StoreOp = Callable[..., None]  # signature of kernels.cpu_ops.rope_store_kv
 
 
-def store_kv_flag_failures(store: StoreOp, entry, *, dtype: torch.dtype = torch.float32, seed: int = 0,
-                           device: str = "cpu") -> list[str]:
-    """A K or V row with one inf or NaN element is flagged at exactly its (token, head)."""
-    c, heads = entry.constexpr_dict(), entry.static_dict()["num_kv_heads"]
+def rope_store_kv_flag_failures(store: StoreOp, entry, *, dtype: torch.dtype = torch.float32, seed: int = 0,
+                                device: str = "cpu") -> list[str]:
+    """A K or V row with one inf or NaN element is flagged at exactly its (token, head); a q row never is."""
+    c, static = entry.constexpr_dict(), entry.static_dict()
+    q_heads, heads, dim, page_size = static["num_heads"], static["num_kv_heads"], 2 * c["HALF"], c["PAGE_SIZE"]
     gen = torch.Generator().manual_seed(seed)
-    num_tokens, page_size, dim = 5, c["PAGE_SIZE"], c["D"]
-    k, v = torch.randn(num_tokens, heads, dim, generator=gen).to(dtype), \
-        torch.randn(num_tokens, heads, dim, generator=gen).to(dtype)
+    num_tokens = 5
+    q, k, v = (torch.randn(num_tokens, n, dim, generator=gen).to(dtype) for n in (q_heads, heads, heads))
+    positions = torch.tensor([0, 3, 1, 7, 2], device=device)
+    table = rope_table(8, dim, 10000.0).to(device)
     slots = torch.tensor([31, 0, 9, 8, 17], device=device)
 
-    def run(k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         k_cache, v_cache = torch.zeros(2, page_size, heads, dim, dtype=dtype, device=device), \
             torch.zeros(2, page_size, heads, dim, dtype=dtype, device=device)
         flags = torch.full((num_tokens, heads), -1.0, device=device)
-        store(k.to(device), v.to(device), k_cache, v_cache, slots, flags, entry)
+        store(q.to(device), k.to(device), v.to(device), positions, table, torch.empty(q.shape, dtype=dtype,
+              device=device), k_cache, v_cache, slots, flags, entry)
         return flags.cpu()
 
-    failures = [] if bool((run(k, v) == 0).all()) else ["finite rows flagged"]
+    failures = [] if bool((run(q, k, v) == 0).all()) else ["finite rows flagged"]
     for t in range(num_tokens):
+        qq = q.clone()
+        qq[t, t % q_heads, 1] = float("nan")
+        if not bool((run(qq, k, v) == 0).all()):
+            failures.append(f"q row {t} = nan flagged a K/V row")
         for h in range(heads):
             for name in ("k", "v"):
                 for value in (float("nan"), float("inf"), float("-inf")):
                     kk, vv = k.clone(), v.clone()
                     (kk if name == "k" else vv)[t, h, (t * 7 + h) % dim] = value
-                    flags = run(kk, vv)
+                    flags = run(q, kk, vv)
                     expected = torch.zeros_like(flags)
                     expected[t, h] = 1.0
                     if not torch.equal(flags, expected):

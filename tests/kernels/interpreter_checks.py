@@ -42,15 +42,14 @@ from kernels.matmul_silu import launch_matmul_silu
 from kernels.matmul_split import launch_matmul_split, split_partials
 from kernels.plan import plan_for
 from kernels.rmsnorm import launch_rms_norm
-from kernels.rope import launch_rope
+from kernels.rope_store_kv import launch_rope_store_kv
 from kernels.shapes import ModelShape
 from kernels.silu_mul import launch_silu_mul
-from kernels.store_kv import launch_store_kv
 from kernels.tensors import dtype_name
 from tests.kernels import reference
 from tests.kernels.attention_cases import Step, make_request, run_steps, schedule_failures
 from tests.kernels.gemma_checks import check_gemma
-from tests.kernels.finiteness_cases import attention_flag_failures, combine_flag_failures, store_kv_flag_failures
+from tests.kernels.finiteness_cases import attention_flag_failures, combine_flag_failures, rope_store_kv_flag_failures
 from tests.kernels.invariance import Case, bits_equal, fill_rows, row_invariance_failures
 
 # Small enough for the interpreter: 2 query heads share 1 KV head, 16-slot pages.
@@ -218,18 +217,6 @@ def check_rowwise(dtype: torch.dtype) -> str:
     failures += row_invariance_failures(silu, gate_up, lambda k, n, g: (fill_rows(k, (n, width), dtype, g),), CASES)
     reference.assert_close(silu(*gate_up), reference.silu_mul(*gate_up), dtype, what="silu_mul")
 
-    rope_entry = require(configs.rope_config(head_dim=SHAPE.head_dim, dtype=dtype_name(dtype)))
-    table = reference.rope_table(64, SHAPE.head_dim, SHAPE.rope_theta)
-
-    def rope(x, positions):
-        out = torch.empty_like(x)
-        launch_rope(x, positions, table, out, rope_entry)
-        return out
-    qs = (fill_rows("random", (2, 2, 16), dtype, gen), torch.tensor([0, 63]))
-    failures += row_invariance_failures(
-        rope, qs, lambda k, n, g: (fill_rows(k, (n, 2, 16), dtype, g), torch.randint(0, 64, (n,), generator=g)), CASES)
-    reference.assert_close(rope(*qs), reference.rope(qs[0], qs[1], table), dtype, what="rope")
-
     emb_entry = require(configs.embedding_config(vocab_size=64, hidden_size=h, dtype=dtype_name(dtype)))
     emb_table = fill_rows("random", (64, h), dtype, gen)
     ids = torch.tensor([5, 0, 63])
@@ -237,23 +224,54 @@ def check_rowwise(dtype: torch.dtype) -> str:
     launch_embedding(ids, emb_table, out, emb_entry)
     assert bits_equal(out, emb_table[ids]), "embedding rows differ from the table"
     assert not failures, failures
-    return "rms_norm, silu_mul, rope rows invariant; embedding exact"
+    return "rms_norm, silu_mul rows invariant; embedding exact"
 
 
-def check_store_kv(dtype: torch.dtype) -> str:
+def check_rope_store_kv(dtype: torch.dtype) -> str:
+    """RoPE of q and k plus the KV write: rows invariant, the CPU path's bits, only the named slots written."""
     gen = torch.Generator().manual_seed(2)
-    entry = require(configs.store_kv_config(num_kv_heads=1, head_dim=16, page_size=16, dtype=dtype_name(dtype)))
-    k_cache, v_cache = torch.full((2, 16, 1, 16), float("nan"), dtype=dtype), torch.zeros(2, 16, 1, 16, dtype=dtype)
-    k, v = fill_rows("random", (5, 1, 16), dtype, gen), fill_rows("random", (5, 1, 16), dtype, gen)
-    slots = torch.tensor([31, 0, 9, 8, 17])
-    flags = torch.full((5, 1), -1.0)
-    launch_store_kv(k, v, k_cache, v_cache, slots, flags, entry)
-    assert bits_equal(k_cache.view(32, 1, 16)[slots], k) and bits_equal(v_cache.view(32, 1, 16)[slots], v)
+    hq, hkv, d = SHAPE.num_heads, SHAPE.num_kv_heads, SHAPE.head_dim
+    entry = require(configs.rope_store_kv_config(num_heads=hq, num_kv_heads=hkv, head_dim=d, page_size=16,
+                                                 dtype=dtype_name(dtype)))
+    table = reference.rope_table(64, d, SHAPE.rope_theta)
+
+    def fused(q, k, v, positions, slots, launch=launch_rope_store_kv):
+        q_out = torch.empty_like(q)
+        k_cache, v_cache = torch.full((4, 16, hkv, d), float("nan"), dtype=dtype), torch.zeros(4, 16, hkv, d,
+                                                                                                dtype=dtype)
+        flags = torch.full((q.shape[0], hkv), -1.0)
+        launch(q, k, v, positions, table, q_out, k_cache, v_cache, slots, flags, entry)
+        flat = k_cache.view(-1, hkv, d), v_cache.view(-1, hkv, d)
+        return q_out, flat[0][slots], flat[1][slots], flags, k_cache, v_cache
+
+    selected = (fill_rows("random", (2, hq, d), dtype, gen), fill_rows("random", (2, hkv, d), dtype, gen),
+                fill_rows("random", (2, hkv, d), dtype, gen), torch.tensor([0, 63]), torch.tensor([40, 3]))
+
+    def rows(q, k, v, positions, slots):
+        return fused(q, k, v, positions, slots)[:4]
+
+    def make_others(kind, n, g):  # companions take distinct slots other than the selected rows'
+        free = torch.tensor([s for s in range(64) if s not in (40, 3)])
+        return (fill_rows(kind, (n, hq, d), dtype, g), fill_rows(kind, (n, hkv, d), dtype, g),
+                fill_rows(kind, (n, hkv, d), dtype, g), torch.randint(0, 64, (n,), generator=g),
+                free[torch.randperm(len(free), generator=g)[:n]])
+    failures = row_invariance_failures(rows, selected, make_others, CASES)
+    q_out, k_rows, v_rows, flags, k_cache, v_cache = fused(*selected)
+    cpu = fused(*selected, launch=cpu_ops.rope_store_kv)
+    for name, got, want in (("q_out", q_out, cpu[0]), ("k", k_rows, cpu[1]), ("v", v_rows, cpu[2])):
+        if dtype == torch.float32:  # the interpreter truncates fp32 -> bf16 casts (module docstring)
+            assert bits_equal(got, want), f"{name} differs from the CPU path"
+        else:
+            reference.assert_close(got, want, dtype, what=f"interpreted {name}")
+    reference.assert_close(q_out, reference.rope(selected[0], selected[3], table), dtype, what="rope q")
+    reference.assert_close(k_rows, reference.rope(selected[1], selected[3], table), dtype, what="rope k")
+    assert bits_equal(v_rows, selected[2]), "v rows are not copied bit for bit"
     assert (flags == 0).all(), f"finite rows flagged: {flags.flatten().tolist()}"
-    untouched = torch.ones(32, dtype=torch.bool)
-    untouched[slots] = False
-    assert torch.isnan(k_cache.view(32, 16)[untouched]).all() and (v_cache.view(32, 16)[untouched] == 0).all()
-    return "slots written exactly, others untouched"
+    untouched = torch.ones(64, dtype=torch.bool)
+    untouched[selected[4]] = False
+    assert torch.isnan(k_cache.view(64, -1)[untouched]).all() and (v_cache.view(64, -1)[untouched] == 0).all()
+    assert not failures, failures
+    return "q_out, K and V rows invariant and match the CPU path (bitwise in float32); only the named slots written"
 
 
 def check_attention_small_pages(dtype: torch.dtype) -> str:
@@ -295,18 +313,19 @@ def check_finiteness(dtype: torch.dtype) -> str:
     """The kernels' run-time finiteness flags (kernels/finiteness.py) on the cases the CPU path passes."""
     if dtype == torch.bfloat16:
         raise Unsupported("bf16 attention uses bf16 tl.dot (see check_attention); bf16 flags run in tests/gpu")
-    store = require(configs.store_kv_config(num_kv_heads=1, head_dim=16, page_size=16, dtype="float32"))
-    failures = store_kv_flag_failures(launch_store_kv, store)
+    store = require(configs.rope_store_kv_config(num_heads=2, num_kv_heads=1, head_dim=16, page_size=16,
+                                                 dtype="float32"))
+    failures = rope_store_kv_flag_failures(launch_rope_store_kv, store)
     combine = require(configs.attention_combine_config(num_heads=2, head_dim=16, seg=128, dtype="float32"))
     failures += combine_flag_failures(launch_attention_combine, combine)
     failures += attention_flag_failures(triton_attention, num_heads=2, num_kv_heads=1, head_dim=16, page_size=16)
     assert not failures, failures[:5]
-    return "store_kv and combine flag exactly the poisoned (token, head); q, K/V and overflow caught"
+    return "rope_store_kv and combine flag exactly the poisoned (token, head); q, K/V and overflow caught"
 
 
 CHECKS: dict[str, Callable[[torch.dtype], str]] = {
     "matmul": check_matmul, "matmul_split": check_matmul_split, "matmul_silu": check_matmul_silu,
-    "rowwise": check_rowwise, "store_kv": check_store_kv, "attention": check_attention,
+    "rowwise": check_rowwise, "rope_store_kv": check_rope_store_kv, "attention": check_attention,
     "attention_small_pages": check_attention_small_pages, "finiteness": check_finiteness,
     "gemma": lambda dtype: check_gemma(SHAPE, dtype)}
 DTYPES = ("float32", "bfloat16")

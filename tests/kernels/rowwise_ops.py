@@ -17,7 +17,7 @@ from tests.kernels.invariance import fill_rows
 from tests.kernels.reference import rope_table
 
 ROWWISE_OPS = ("linear", "linear_bias", "linear_down", "down_fold_norm", "logits", "rms_norm", "rms_norm_residual",
-               "rope", "silu_mul", "gate_up_silu_mul", "embedding", "rms_norm_offset", "gelu_tanh_mul", "logit_softcap",
+               "rope_store_kv", "silu_mul", "gate_up_silu_mul", "embedding", "rms_norm_offset", "gelu_tanh_mul", "logit_softcap",
                "embedding_scaled")
 # Gemma3's ops (kernels/shapes.py): the (1 + w) norm, GeGLU, the final-logit softcap, the scaled embedding
 GEMMA_OPS = ("rms_norm_offset", "gelu_tanh_mul", "logit_softcap", "embedding_scaled")
@@ -102,20 +102,30 @@ def scenario(op: str, shape: ModelShape, dtype: torch.dtype, seed: int, *, num_s
             return ops.rms_norm(padded(x, pad), weight, shape.rms_norm_eps, res if with_residual else None)
         return Scenario(norm, (make("random", num_selected, gen), make("random", num_selected, gen)),
                         lambda kind, count, g: (make(kind, count, g), make(kind, count, g)), shape)
-    if op == "rope":
+    if op == "rope_store_kv":
         cos_sin = rope_table(256, d, shape.rope_theta).to(device)
 
-        def rotate(q, k, positions):
-            if strided:  # q and k as views of one fused qkv row, the engine's layout
-                qkv = torch.cat([q.flatten(1), k.flatten(1), k.flatten(1)], dim=1)
-                q, k = qkv[:, :hq * d].view(-1, hq, d), qkv[:, hq * d:(hq + hkv) * d].view(-1, hkv, d)
-            return ops.rope(q, k, positions, cos_sin)
+        def rotate_and_store(q, k, v, positions):
+            if strided:  # q, k and v as views of one fused qkv row, the engine's layout
+                qkv = torch.cat([q.flatten(1), k.flatten(1), v.flatten(1)], dim=1)
+                q, k, v = (qkv[:, :hq * d].view(-1, hq, d), qkv[:, hq * d:(hq + hkv) * d].view(-1, hkv, d),
+                           qkv[:, (hq + hkv) * d:].view(-1, hkv, d))
+            num_tokens = q.shape[0]
+            # A fresh NaN cache; the rows take slots in reverse order past the first page, so a
+            # row's slot moves with the batch around it
+            num_slots = (num_tokens // shape.page_size + 2) * shape.page_size
+            k_cache, v_cache = (torch.full((num_slots // shape.page_size, shape.page_size, hkv, d), float("nan"),
+                                           dtype=dtype, device=device) for _ in range(2))
+            slots = (torch.arange(num_tokens, device=device).flip(0) + shape.page_size).to(torch.int64)
+            q_out = ops.rope_store_kv(q, k, v, positions, cos_sin, k_cache, v_cache, slots)
+            return q_out, k_cache.view(num_slots, hkv, d)[slots], v_cache.view(num_slots, hkv, d)[slots]
 
         def make_rope(kind, count, g):
             return (fill_rows(kind, (count, hq, d), dtype, g).to(device),
                     fill_rows(kind, (count, hkv, d), dtype, g).to(device),
+                    fill_rows(kind, (count, hkv, d), dtype, g).to(device),
                     torch.randint(0, 256, (count,), generator=g).to(device))
-        return Scenario(rotate, make_rope("random", num_selected, gen), make_rope, shape)
+        return Scenario(rotate_and_store, make_rope("random", num_selected, gen), make_rope, shape)
     if op == "silu_mul":
         make = rows(2 * shape.intermediate_size, scale=4.0)
         return Scenario(lambda gu: ops.silu_mul(padded(gu, pad)), (make("random", num_selected, gen),),

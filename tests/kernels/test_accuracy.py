@@ -47,14 +47,19 @@ def test_rms_norm(plan):
     reference.assert_close(out, reference.rms_norm(x, w, s.rms_norm_eps)[0], dtype, what="rms_norm no residual")
 
 
-def test_rope_silu_embedding(plan):
+def test_rope_store_kv_silu_embedding(plan):
     s, dtype = plan.shape, plan_dtype(plan)
     gen = _gen(2)
     table = reference.rope_table(512, s.head_dim, s.rope_theta)
     q = torch.randn(11, s.num_heads, s.head_dim, generator=gen).to(dtype)
     k = torch.randn(11, s.num_kv_heads, s.head_dim, generator=gen).to(dtype)
     positions = torch.randint(0, 512, (11,), generator=gen)
-    q_out, k_out = ops.rope(q, k, positions, table)
+    v = torch.randn(11, s.num_kv_heads, s.head_dim, generator=gen).to(dtype)
+    cache = [torch.zeros(1, s.page_size, s.num_kv_heads, s.head_dim, dtype=dtype) for _ in range(2)]
+    slots = torch.randperm(s.page_size, generator=gen)[:11]
+    q_out = ops.rope_store_kv(q, k, v, positions, table, *cache, slots)
+    k_out, v_out = (c.view(-1, s.num_kv_heads, s.head_dim)[slots] for c in cache)
+    assert torch.equal(v_out, v)
     reference.assert_close(q_out, reference.rope(q, positions, table), dtype, what="rope q")
     reference.assert_close(k_out, reference.rope(k, positions, table), dtype, what="rope k")
     gate_up = (torch.randn(13, 2 * s.intermediate_size, generator=gen) * 4).to(dtype)

@@ -21,6 +21,14 @@ def _attention(**overrides):
     return ops.paged_attention(**args)
 
 
+def _rope_store_kv(**overrides):
+    args = dict(q=torch.zeros(2, 4, 16), k=torch.zeros(2, 2, 16), v=torch.zeros(2, 2, 16),
+                positions=torch.tensor([0, 1]), cos_sin=torch.zeros(8, 16), k_cache=torch.zeros(CACHE),
+                v_cache=torch.zeros(CACHE), slot_mapping=torch.tensor([0, 1]))
+    args.update(overrides)
+    return ops.rope_store_kv(**args)
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda: ops.linear(torch.zeros(64, 2).T, torch.zeros(128, 64)), "unit column stride"),
     (lambda: ops.linear(torch.zeros(1, 64).expand(3, 64), torch.zeros(128, 64)), "non-overlapping rows"),
@@ -30,16 +38,12 @@ def _attention(**overrides):
     (lambda: ops.linear(torch.zeros(2, 32), torch.zeros(128, 64)), "K = 64"),
     (lambda: ops.rms_norm(torch.zeros(2, 64), torch.ones(64, dtype=torch.bfloat16), 1e-5), "weight must be"),
     (lambda: ops.rms_norm(torch.zeros(2, 64), torch.ones(64), 1e-5, torch.zeros(3, 64)), "is not (2, 64)"),
-    (lambda: ops.rope(torch.zeros(2, 4, 16), torch.zeros(2, 2, 16), torch.zeros(2, dtype=torch.int64),
-                      torch.zeros(8, 16, dtype=torch.float64)), "float32"),
-    (lambda: ops.rope(torch.zeros(2, 4, 16), torch.zeros(2, 2, 16), torch.zeros(2, dtype=torch.int32),
-                      torch.zeros(8, 16)), "int64"),
+    (lambda: _rope_store_kv(cos_sin=torch.zeros(8, 16, dtype=torch.float64)), "float32"),
+    (lambda: _rope_store_kv(positions=torch.tensor([0, 1], dtype=torch.int32)), "int64"),
     (lambda: ops.silu_mul(torch.zeros(256, 2).T), "unit column stride"),
     (lambda: ops.embedding(torch.zeros(2, dtype=torch.int32), torch.zeros(256, 64)), "int64"),
-    (lambda: ops.store_kv(torch.zeros(2, 2, 16), torch.zeros(2, 2, 16), torch.zeros(16, 4, 2, 16).transpose(0, 1),
-                          torch.zeros(CACHE), torch.tensor([0, 1])), "must be contiguous"),
-    (lambda: ops.store_kv(torch.zeros(2, 2, 16), torch.zeros(3, 2, 16), torch.zeros(CACHE), torch.zeros(CACHE),
-                          torch.tensor([0, 1])), "different token counts"),
+    (lambda: _rope_store_kv(k_cache=torch.zeros(16, 4, 2, 16).transpose(0, 1)), "must be contiguous"),
+    (lambda: _rope_store_kv(v=torch.zeros(3, 2, 16)), "v shape (3, 2, 16) is not"),
     (lambda: _attention(block_table=torch.zeros(1, 1, dtype=torch.int64)), "int32"),
     (lambda: _attention(q=torch.zeros(1, 16, 4).transpose(1, 2)), "unit stride on head_dim"),
     (lambda: _attention(v_cache=torch.zeros(5, 16, 2, 16)), "differ in shape"),

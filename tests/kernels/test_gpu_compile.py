@@ -21,8 +21,9 @@ from kernels.tensors import constexpr_kwargs, launch_kwargs
 
 _POINTERS = {"float32": "*fp32", "bfloat16": "*bf16"}
 # Index and fp32 pointers by kernel; every other pointer holds activations of the entry's dtype.
-_INDEX_POINTERS = {("embedding", "ids_ptr"): "*i64", ("store_kv", "slot_ptr"): "*i64", ("rope", "pos_ptr"): "*i64",
-                   ("rope", "cs_ptr"): "*fp32",
+_INDEX_POINTERS = {("embedding", "ids_ptr"): "*i64", ("rope_store_kv", "slot_ptr"): "*i64",
+                   ("rope_store_kv", "pos_ptr"): "*i64", ("rope_store_kv", "cs_ptr"): "*fp32",
+                   ("rope_store_kv", "flag_ptr"): "*fp32",
                    **{(kernel, name): "*i32" for kernel in ("paged_attention", "attention_combine")
                       for name in ("query_start_ptr", "seq_lens_ptr", "seq_idx_ptr")},
                    ("paged_attention", "block_table_ptr"): "*i32",

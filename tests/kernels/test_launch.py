@@ -61,8 +61,10 @@ def _layer_launches(num_tokens: int, kv_length: int) -> frozenset[tuple]:
     with use_plan(plan), record_launches() as records:
         x, res = ops.rms_norm(torch.randn(num_tokens, 64, generator=gen), torch.ones(64), s.rms_norm_eps)
         qkv = ops.linear(x, torch.randn(128, 64, generator=gen))
-        q, k = ops.rope(qkv[:, :64].view(-1, 4, 16), qkv[:, 64:96].view(-1, 2, 16),
-                        torch.arange(num_tokens), torch.randn(256, 16))
+        cache = torch.zeros(num_tokens // 16 + 1, 16, 2, 16)
+        q = ops.rope_store_kv(qkv[:, :64].view(-1, 4, 16), qkv[:, 64:96].view(-1, 2, 16), qkv[:, 96:].view(-1, 2, 16),
+                              torch.arange(num_tokens), torch.randn(256, 16), cache, cache.clone(),
+                              torch.arange(num_tokens))
         request = make_request(kv_length, 4, 2, 16, torch.float32, gen)
         run_steps([Step(request, kv_length - num_tokens, kv_length)], page_size=16, scale=0.25, gen=gen)
         ops.rms_norm(ops.linear(q.flatten(1), torch.randn(64, 64, generator=gen)), torch.ones(64), s.rms_norm_eps,
@@ -100,10 +102,11 @@ def test_metadata_checks_reject_bad_index_tensors(plan_fp32):
     with pytest.raises(ValueError, match="token_ids"):
         ops.embedding(torch.tensor([0, 256]), torch.zeros(256, 64))
     with pytest.raises(ValueError, match="a slot appears twice"):
-        ops.store_kv(torch.zeros(2, 2, 16), torch.zeros(2, 2, 16), torch.zeros(2, 16, 2, 16),
-                     torch.zeros(2, 16, 2, 16), torch.tensor([3, 3]))
+        ops.rope_store_kv(torch.zeros(2, 4, 16), torch.zeros(2, 2, 16), torch.zeros(2, 2, 16), torch.tensor([0, 1]),
+                          torch.zeros(8, 16), torch.zeros(2, 16, 2, 16), torch.zeros(2, 16, 2, 16), torch.tensor([3, 3]))
     with pytest.raises(ValueError, match="rope positions"):
-        ops.rope(torch.zeros(1, 4, 16), torch.zeros(1, 2, 16), torch.tensor([9]), torch.zeros(8, 16))
+        ops.rope_store_kv(torch.zeros(1, 4, 16), torch.zeros(1, 2, 16), torch.zeros(1, 2, 16), torch.tensor([9]),
+                          torch.zeros(8, 16), torch.zeros(2, 16, 2, 16), torch.zeros(2, 16, 2, 16), torch.tensor([0]))
     cache = torch.zeros(2, 16, 2, 16)
     with pytest.raises(ValueError, match="query_start_loc"):
         ops.paged_attention(torch.zeros(2, 4, 16), cache, cache, torch.zeros(1, 1, dtype=torch.int32),
@@ -138,24 +141,7 @@ def test_precomputed_seq_idx_gives_the_same_attention():
 
 def test_metadata_checks_can_be_turned_off():
     with use_plan(tiny_plan("float32"), check_metadata=False):
-        out = ops.store_kv(torch.ones(2, 2, 16), torch.ones(2, 2, 16), torch.zeros(2, 16, 2, 16),
-                           torch.zeros(2, 16, 2, 16), torch.tensor([3, 3]))
-    assert out is None
-
-
-def test_rope_rotates_q_and_k_of_one_qkv_buffer_in_one_launch_with_the_same_bits(plan_fp32, monkeypatch):
-    gen = torch.Generator().manual_seed(3)
-    qkv = torch.randn(5, 128, generator=gen)  # 4 q heads, 2 k heads, 2 v heads of 16
-    q, k = qkv[:, :64].view(-1, 4, 16), qkv[:, 64:96].view(-1, 2, 16)
-    positions, table = torch.tensor([0, 3, 7, 100, 255]), torch.randn(256, 16, generator=gen)
-    calls = []
-    rope_cpu = ops.cpu_ops.rope
-    monkeypatch.setattr(ops.cpu_ops, "rope", lambda x, *args: (calls.append(x.shape), rope_cpu(x, *args))[1])
-    q_out, k_out = ops.rope(q, k, positions, table)
-    assert calls == [(5, 6, 16)]  # one launch over the 6 heads
-    assert k_out.data_ptr() == q_out.data_ptr() + 4 * 16 * 4 and q_out.stride() == (96, 16, 1)
-    apart = ops.rope(q.contiguous(), k.contiguous(), positions, table)  # two launches
-    assert len(calls) == 3
-    assert torch.equal(q_out, apart[0]) and torch.equal(k_out, apart[1])
-    qk_swapped = ops.rope(k, q, positions, table)  # k's heads do not follow q's: apart
-    assert len(calls) == 5 and torch.equal(qk_swapped[1], q_out)
+        out = ops.rope_store_kv(torch.ones(2, 4, 16), torch.ones(2, 2, 16), torch.ones(2, 2, 16), torch.tensor([0, 1]),
+                                torch.zeros(8, 16), torch.zeros(2, 16, 2, 16), torch.zeros(2, 16, 2, 16),
+                                torch.tensor([3, 3]))
+    assert out.shape == (2, 4, 16)  # the repeated slot was not refused

@@ -278,7 +278,7 @@ def test_the_attention_wrapper_refuses_a_head_group_that_does_not_fit_the_tile_r
 
 def test_launch_config_validation_is_clear():
     with pytest.raises(ValueError, match="power-of-two"):
-        configs.rope_config(head_dim=24, dtype="float32")
+        configs.rope_store_kv_config(num_heads=4, num_kv_heads=2, head_dim=24, page_size=16, dtype="float32")
     with pytest.raises(ValueError, match="dtype"):
         configs.matmul_config(n=8, k=8, dtype="float16", has_bias=False, out_dtype="float16")
     with pytest.raises(ValueError, match="multiple"):

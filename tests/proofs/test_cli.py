@@ -60,13 +60,13 @@ def test_deployment_file_names_the_records(tmp_path):
 
     plan = preset_plan("tiny")
     fields = {"kernel_plan": {"name": "tiny", "digest": plan.digest,
-                              "entries": [e.as_dict() for e in plan.entries if e.key == "rope.d16"]},
+                              "entries": [e.as_dict() for e in plan.entries if e.key == "rope_store_kv.hq4_hkv2_d16_p16"]},
               "accelerator": {"device_type": "cpu"}}
     d_file = tmp_path / "d.json"
     d_file.write_text(json.dumps({"fields": fields}))
     out = tmp_path / "b.jsonl"
     result = runner.invoke(app, ["verify", "--deployment", str(d_file), "--out", str(out), "--json"])
     assert result.exit_code == 0, result.output
-    assert [e["key"] for e in json.loads(result.stdout)] == ["rope.d16"]
+    assert [e["key"] for e in json.loads(result.stdout)] == ["rope_store_kv.hq4_hkv2_d16_p16"]
     record = json.loads(out.read_text().splitlines()[0])
     assert record["deployment"]["fields"] == fields

@@ -33,7 +33,7 @@ CASES = [
     ("combine_norm_first_row_statistic", "matmul_combine_norm_kernel", {}, "element of partial_ptr is related (index)"),
     ("silu_up_first_row", "matmul_silu_kernel", {}, "element of x_ptr is related (index)"),
     ("finite_flag_other_row", "attention_combine_kernel", {}, "element of m_ptr is related (index)"),
-    ("finite_flag_shared_slot", "store_kv_kernel", {}, "at most one writer of the selected flag_ptr element"),
+    ("finite_flag_shared_slot", "rope_store_kv_kernel", {}, "at most one writer of the selected flag_ptr element"),
 ]
 
 
