@@ -157,9 +157,7 @@ def rope_store_kv_config(*, num_heads: int, num_kv_heads: int, head_dim: int, pa
         raise ValueError(f"rope_store_kv needs a power-of-two head_dim >= 2, got {head_dim}")
     block_q = max(1, ROPE_ELEMENTS // head_dim)
     num_blocks = -(-num_heads // block_q)
-    # So the q blocks' programs cover every KV head; at least 2 lanes, since the verifier takes a
-    # 1-wide arange's dimension for a broadcast one and cannot bound the loads it indexes
-    block_kv = max(2, _next_pow2(-(-num_kv_heads // num_blocks)))
+    block_kv = _next_pow2(-(-num_kv_heads // num_blocks))  # so the q blocks' programs cover every KV head
     key = f"hq{num_heads}_hkv{num_kv_heads}_d{head_dim}_p{page_size}{_unchecked(check_finite)}"
     return _make("rope_store_kv", key, {"HALF": head_dim // 2, "BLOCK_Q": block_q, "BLOCK_KV": block_kv,
                                         "PAGE_SIZE": page_size, "CHECK": int(check_finite), "DTYPE": dtype},

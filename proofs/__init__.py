@@ -11,8 +11,9 @@ A VERIFIED result is a relational invariance proof under stated premises and tru
 assumptions (``proofs/trusted.py``), never a statement about numerical accuracy.
 """
 
-VERIFIER_VERSION = "1.2"
+VERIFIER_VERSION = "1.3"
 """Version of the verifier's rules and encoding; recorded in every kernel_proof item, and a proof
 is carried to a new deployment only from the same version. 1.1: bounded index relations
 (``"* < E"``), one Z3 context per verification. 1.2: a tl.dot operand demand that the value
-analysis cannot discharge after merging guard regions is UNKNOWN, not REFUTED."""
+analysis cannot discharge after merging guard regions is UNKNOWN, not REFUTED. 1.3: a 1-wide
+``tl.arange`` is its one value (its lane variable had been left in the term, unbounded)."""

@@ -162,7 +162,9 @@ def call_tl(ip, path: str, args: list, kw: dict, node: ast.Call) -> Any:
         lo, hi = (_const_int(v, "tl.arange bound", line) for v in args[:2])
         if (hi - lo) & (hi - lo - 1) or hi <= lo:
             raise Unsupported("tl.arange", line, f"length {hi - lo} is not a power of two")
-        return IntVal(AX[0] + lo, (hi - lo,), 32, lo >= 0)
+        # A 1-wide arange is the constant lo: its axis's lane variable is left unbounded (a size-1
+        # axis is a broadcast one everywhere else), so it must not appear in the term
+        return IntVal(z3.IntVal(lo) if hi - lo == 1 else AX[0] + lo, (hi - lo,), 32, lo >= 0)
     if name in ("zeros", "full"):
         shape = _shape(args[0] if args else kw["shape"], line)
         value = 0 if name == "zeros" else (args[1] if len(args) > 1 else kw["value"])

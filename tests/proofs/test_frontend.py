@@ -96,3 +96,16 @@ def test_a_bounded_index_relation_relates_only_indices_below_its_bound(tmp_path,
     assert result.verdict == verdict, result.reason
     if verdict == "REFUTED":
         assert "element of x_ptr is related (index)" in result.reason
+
+
+def test_a_one_lane_block_is_its_one_index(tmp_path):
+    # tl.arange(0, 1) is the constant 0: its size-1 axis has no lane for a counterexample to move
+    src = _kernel(tmp_path, """
+        row = tl.program_id(0)
+        rows = (row + tl.arange(0, 1))[:, None]
+        cols = tl.arange(0, 64)[None, :]
+        x = tl.load(x_ptr + rows * 64 + cols, mask=rows < T, other=0.0)
+        tl.store(out_ptr + rows * 64 + cols, x, mask=rows < T)
+        """)
+    result = verify_kernel(src, parse_contract(CONTRACT), {})
+    assert result.verdict == "VERIFIED", result.reason
