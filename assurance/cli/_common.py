@@ -1,23 +1,35 @@
 """Shared CLI plumbing: consoles, the user-error type and exit codes.
 
 Data goes to stdout; diagnostics and progress go to ``err_console`` (stderr).
-Exit codes: 0 ok, 1 findings (claim not supported, verification refuted), 2 usage or input error.
+Exit codes: 0 ok, 1 findings (claim not supported, verification refuted), 2 usage or input error;
+141 (128 + SIGPIPE) when the reader of stdout left early, as a Unix tool that SIGPIPE stopped.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
-__all__ = ["err_console", "out_console", "PipeWideConsole", "BitcaseError", "fail", "EXIT_OK", "EXIT_FINDINGS",
-           "EXIT_USAGE", "DbOption", "JsonOption"]
+__all__ = ["err_console", "out_console", "PipeWideConsole", "BitcaseError", "fail", "stdout_closed", "EXIT_OK",
+           "EXIT_FINDINGS", "EXIT_USAGE", "EXIT_STDOUT_CLOSED", "DbOption", "JsonOption"]
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
+EXIT_STDOUT_CLOSED = 128 + signal.SIGPIPE
+
+
+def stdout_closed() -> NoReturn:
+    """End the run whose stdout reader left (``bitcase status | head``): click and rich would exit 1,
+    which here means "claim not supported". Later writes and the final flush go to /dev/null."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    raise SystemExit(EXIT_STDOUT_CLOSED)
 
 # Width of output that is not a terminal: wide enough that no table or message is cut or wrapped.
 _PIPED_WIDTH = 4096
@@ -39,6 +51,10 @@ class PipeWideConsole(Console):
     @size.setter
     def size(self, new_size: tuple[int, int]) -> None:
         Console.size.fset(self, new_size)
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        stdout_closed()
 
 
 err_console = PipeWideConsole(stderr=True)

@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from assurance.cli._common import BitcaseError, err_console
+from assurance.cli._common import BitcaseError, err_console, stdout_closed
 from assurance.cli._help import humanise
 
 HELP_OPTION_NAMES = ["-h", "--help"]
@@ -38,6 +38,12 @@ class _BitcaseGroup(TyperGroup):
             return super().main(*args, **kwargs)
         finally:
             self.rich_markup_mode = markup_mode
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:  # what typer.echo raises; rich consoles call stdout_closed themselves
+            stdout_closed()
 
 
 app = typer.Typer(

@@ -106,3 +106,32 @@ def test_one_meaning_per_option_name() -> None:
     assert meanings["--config"] == {"DIGEST"} and meanings["--deployment"] == {"FILE"}
     assert meanings["--sign-key"] == {"KEY"} and "--expect-deployment" not in meanings
     assert meanings["--model"] == {"DIR"}
+
+
+@pytest.mark.parametrize("kind", ["echo", "rich"])
+def test_a_reader_that_closes_stdout_early_is_not_a_finding(tmp_path, kind):
+    """`bitcase ... | head` whose reader is gone: the exit of a tool stopped by SIGPIPE (141), not
+    1 ("claim not supported"), and no traceback. `case export` writes with typer.echo; `status`
+    through a rich console, and on an empty store would otherwise exit 1 for its finding."""
+    import signal
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    store = tmp_path / "empty.db"
+    base = [sys.executable, "-m", "assurance.cli"]
+    if kind == "rich":
+        subprocess.run([*base, "db", "upgrade", "--db", str(store)], cwd=root, check=True, capture_output=True,
+                       timeout=120)
+        command = [*base, "status", "--db", str(store)]
+    else:
+        command = [*base, "case", "export", str(BUNDLED_CASE), "--format", "graphml"]
+    proc = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader leaves before the command writes
+    try:
+        code = proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    err = proc.stderr.read().decode()
+    assert code == 128 + signal.SIGPIPE, err
+    assert "Traceback" not in err
