@@ -3,10 +3,11 @@
 Program (t, b) handles q heads [b*BLOCK_Q, +BLOCK_Q) and KV heads [b*BLOCK_KV, +BLOCK_KV) of token t
 (heads past the last masked off; the plan sizes BLOCK_KV so the programs cover every KV head): a q
 head is rotated into ``q_out``; a KV head's k is rotated and, with v's row of the same head, written
-to the cache slot ``slot_mapping[t]`` (``page * PAGE_SIZE + offset``). Rotate-half, Hugging Face Llama convention, in fp32 with one rounding to the activation
-dtype: ``out[:D/2] = x1*cos - x2*sin``, ``out[D/2:] = x2*cos + x1*sin``; the table row ``cos_sin[pos]``
-holds cos in its first D/2 columns and sin in its last D/2. v is copied bit for bit. So every row
-has the bits of a rotation then a copy, and one launch replaces two (decode launches are short).
+to the cache slot ``slot_mapping[t]`` (``page * PAGE_SIZE + offset``). Rotate-half, Hugging Face
+Llama convention, in fp32 with one rounding to the activation dtype: ``out[:D/2] = x1*cos - x2*sin``,
+``out[D/2:] = x2*cos + x1*sin``; the table row ``cos_sin[pos]`` holds cos in its first D/2 columns
+and sin in its last D/2. v is copied bit for bit. So every row has the bits of a rotation then a
+copy, and one launch replaces two (decode launches are short).
 
 With ``CHECK`` (the run-time finiteness check, kernels/finiteness.py) the program also writes
 ``nonfinite[t, h]``: 1.0 when the rotated K row or the V row it wrote holds an inf or NaN, else 0.0

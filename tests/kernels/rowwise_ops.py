@@ -17,8 +17,8 @@ from tests.kernels.invariance import fill_rows
 from tests.kernels.reference import rope_table
 
 ROWWISE_OPS = ("linear", "linear_bias", "linear_down", "down_fold_norm", "logits", "rms_norm", "rms_norm_residual",
-               "rope_store_kv", "silu_mul", "gate_up_silu_mul", "embedding", "rms_norm_offset", "gelu_tanh_mul", "logit_softcap",
-               "embedding_scaled")
+               "rope_store_kv", "silu_mul", "gate_up_silu_mul", "embedding", "rms_norm_offset", "gelu_tanh_mul",
+               "logit_softcap", "embedding_scaled")
 # Gemma3's ops (kernels/shapes.py): the (1 + w) norm, GeGLU, the final-logit softcap, the scaled embedding
 GEMMA_OPS = ("rms_norm_offset", "gelu_tanh_mul", "logit_softcap", "embedding_scaled")
 
