@@ -35,13 +35,15 @@ def _one(tree: Path, model_dir: Path, out: Path, budget_s: float, extra: list[st
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONUNBUFFERED": "1"}
     try:
         done = subprocess.run(command, cwd=tree, env=env, timeout=budget_s + 240, capture_output=True, text=True)
+        result = scratch / "engine_gpu.json"
+        if not result.exists():
+            return {"error": f"engine_gpu.py in {tree} exited {done.returncode}: {done.stderr[-2000:]}"}
+        shutil.copy(result, out)
+        return json.loads(result.read_text())
     except subprocess.TimeoutExpired:
         return {"error": f"engine_gpu.py in {tree} ran past {budget_s + 240:.0f} s"}
-    result = scratch / "engine_gpu.json"
-    if not result.exists():
-        return {"error": f"engine_gpu.py in {tree} exited {done.returncode}: {done.stderr[-2000:]}"}
-    shutil.copy(result, out)
-    return json.loads(result.read_text())
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _decode(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
