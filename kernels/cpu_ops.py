@@ -94,12 +94,16 @@ def _epilogue(acc: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor) -
 
 def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor,
            entry: PlanEntry) -> None:
-    """``out = x @ weight.T (+ bias)``: fp32 accumulation over all of K in BLOCK_K steps, like the kernel."""
+    """``out = x @ weight.T (+ bias)``: fp32 accumulation of each of the SPLITS K ranges in BLOCK_K steps, the
+    ranges added in ascending order, like the kernel (side by side or not: the same arithmetic)."""
     check_matmul(x, weight, bias, out, entry)
     c = entry.constexpr_dict()
-    acc = torch.empty(x.shape[0], c["N"], dtype=torch.float32)
-    _accumulate(x, weight, 0, c["K"], c["BLOCK_K"], acc)
-    _epilogue(acc, bias, out)
+    splits = c.get("SPLITS", 1)
+    span = c["K"] // splits
+    partial = torch.empty(splits, x.shape[0], c["N"], dtype=torch.float32)
+    for split in range(splits):
+        _accumulate(x, weight, split * span, (split + 1) * span, c["BLOCK_K"], partial[split])
+    _epilogue(_fold(partial, splits), bias, out)
 
 
 def matmul_split(x: torch.Tensor, weight: torch.Tensor, partial: torch.Tensor, entry: PlanEntry) -> None:

@@ -1,14 +1,19 @@
-"""Matmul ``out[M, N] = x[M, K] @ weight[N, K]^T (+ bias)``: a 2-D grid, one K order per tile.
+"""Matmul ``out[M, N] = x[M, K] @ weight[N, K]^T (+ bias)``: a 2-D grid, fixed K ranges per tile.
 
 Program (pid_m, pid_n) (grid axes swapped with ``N_MAJOR``) owns output tile rows
-[pid_m*BLOCK_M, +BLOCK_M) x columns [pid_n*BLOCK_N, +BLOCK_N) and accumulates it in fp32 over K
-in ascending BLOCK_K steps with ``tl.dot``. No split-K, no persistent scheduling; tile sizes
-come from (N, K, dtype) through the plan, and for launches of at most DECODE_ROWS rows (or at
-least PREFILL_ROWS) from the decode (prefill) bucket's entry (same BLOCK_K and K order,
-kernels/matmul_configs.py). A row's value therefore depends only on that row of x, the weight
-and the bias; rows past M are loaded as zeros and never stored. M is a
-runtime int that Triton must not specialise on (``do_not_specialize``), so every M of a bucket
-runs the same compiled code.
+[pid_m*BLOCK_M, +BLOCK_M) x columns [pid_n*BLOCK_N, +BLOCK_N). K is cut into SPLITS equal
+ranges (fixed split-K inside one program; SPLITS from (N, K, dtype) only, 1 for most weights):
+each range accumulates from zero in fp32 in ascending BLOCK_K steps with ``tl.dot``, and the
+ranges' sums are added in ascending order, starting from range 0 itself. ``LOCKSTEP`` (the
+decode bucket of a split weight) advances the ranges side by side, one accumulator each, so a
+program's MMA chains do not wait on one another; otherwise they run one after another. Either
+way every element is the same sequence of dot steps and adds. No persistent scheduling; tile
+sizes come from (N, K, dtype) through the plan, and for launches of at most DECODE_ROWS rows
+(or at least PREFILL_ROWS) from the decode (prefill) bucket's entry (same BLOCK_K, ranges and K
+order, kernels/matmul_configs.py). A row's value therefore depends only on that row of x, the
+weight and the bias; rows past M are loaded as zeros and never stored. M is a runtime int that
+Triton must not specialise on (``do_not_specialize``), so every M of a bucket runs the same
+compiled code.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ __all__ = ["matmul_kernel", "check_matmul", "launch_matmul"]
 def matmul_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, M, stride_xm, stride_wn, stride_om,
                   N: tl.constexpr, K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   BLOCK_K: tl.constexpr, HAS_BIAS: tl.constexpr, OUT_DTYPE: tl.constexpr, N_MAJOR: tl.constexpr = False,
-                  PDL: tl.constexpr = False):
+                  SPLITS: tl.constexpr = 1, LOCKSTEP: tl.constexpr = False, PDL: tl.constexpr = False):
     # x: [M, K] row stride stride_xm; w: [N, K] row stride stride_wn; bias: [N]; out: [M, N]
     if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
         tl.extra.cuda.gdc_wait()
@@ -41,14 +46,42 @@ def matmul_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, M, stride_xm, stride_wn, stri
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        k_idx = k0 + offs_k
-        x = tl.load(x_ptr + offs_m[:, None] * stride_xm + k_idx[None, :],
-                    mask=(offs_m[:, None] < M) & (k_idx[None, :] < K), other=0.0)
-        w = tl.load(w_ptr + offs_n[None, :] * stride_wn + k_idx[:, None],
-                    mask=(offs_n[None, :] < N) & (k_idx[:, None] < K), other=0.0)
-        acc = tl.dot(x, w, acc, input_precision="ieee")
+    SPAN: tl.constexpr = K // SPLITS  # range s is K columns [s * SPAN, (s + 1) * SPAN)
+    if LOCKSTEP:  # ranges side by side (SPLITS of 2 or 4; the wrapper asserts SPAN % BLOCK_K == 0)
+        x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :]
+        w_ptrs = w_ptr + offs_n[None, :] * stride_wn + offs_k[:, None]
+        x_mask = offs_m[:, None] < M
+        w_mask = offs_n[None, :] < N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc3 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, SPAN, BLOCK_K):
+            acc = tl.dot(tl.load(x_ptrs + k0, mask=x_mask, other=0.0),
+                         tl.load(w_ptrs + k0, mask=w_mask, other=0.0), acc, input_precision="ieee")
+            acc1 = tl.dot(tl.load(x_ptrs + (SPAN + k0), mask=x_mask, other=0.0),
+                          tl.load(w_ptrs + (SPAN + k0), mask=w_mask, other=0.0), acc1, input_precision="ieee")
+            if SPLITS == 4:
+                acc2 = tl.dot(tl.load(x_ptrs + (2 * SPAN + k0), mask=x_mask, other=0.0),
+                              tl.load(w_ptrs + (2 * SPAN + k0), mask=w_mask, other=0.0), acc2, input_precision="ieee")
+                acc3 = tl.dot(tl.load(x_ptrs + (3 * SPAN + k0), mask=x_mask, other=0.0),
+                              tl.load(w_ptrs + (3 * SPAN + k0), mask=w_mask, other=0.0), acc3, input_precision="ieee")
+        acc = acc + acc1
+        if SPLITS == 4:
+            acc = acc + acc2
+            acc = acc + acc3
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for split in tl.static_range(SPLITS):
+            part = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for k0 in range(split * SPAN, (split + 1) * SPAN, BLOCK_K):
+                k_idx = k0 + offs_k
+                x = tl.load(x_ptr + offs_m[:, None] * stride_xm + k_idx[None, :],
+                            mask=(offs_m[:, None] < M) & (k_idx[None, :] < K), other=0.0)
+                w = tl.load(w_ptr + offs_n[None, :] * stride_wn + k_idx[:, None],
+                            mask=(offs_n[None, :] < N) & (k_idx[:, None] < K), other=0.0)
+                part = tl.dot(x, w, part, input_precision="ieee")
+            acc = part if split == 0 else acc + part
     if HAS_BIAS:
         bias = tl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0)
         acc = acc + bias.to(tl.float32)[None, :]
@@ -81,6 +114,10 @@ def check_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
         f"{entry.key} is the decode bucket's tile for at most {max_rows} rows, got {num_rows}"
     assert min_rows is None or num_rows >= min_rows, \
         f"{entry.key} is the prefill bucket's tile for at least {min_rows} rows, got {num_rows}"
+    splits = c.get("SPLITS", 1)
+    assert splits >= 1 and c["K"] % splits == 0, f"{entry.key}: K = {c['K']} is not cut into {splits} equal ranges"
+    assert not c.get("LOCKSTEP") or (splits in (2, 4) and c["K"] // splits % c["BLOCK_K"] == 0), \
+        f"{entry.key}: side-by-side ranges need 2 or 4 of them, each a whole number of BLOCK_K steps"
     assert (bias is not None) == c["HAS_BIAS"], f"bias given={bias is not None} but {entry.key} has HAS_BIAS={c['HAS_BIAS']}"
     if bias is not None:
         assert tuple(bias.shape) == (c["N"],) and bias.is_contiguous() and bias.dtype == weight.dtype, \

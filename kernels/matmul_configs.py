@@ -13,7 +13,8 @@ from functools import lru_cache
 from kernels.launch_config import (LaunchConfig, _as_float32, _check_dtype, _check_positive, _make, _next_pow2,
                                    _row_warps)
 
-__all__ = ["matmul_config", "decode_matmul_config", "prefill_matmul_config", "matmul_splits", "matmul_split_config",
+__all__ = ["matmul_config", "decode_matmul_config", "prefill_matmul_config", "matmul_splits", "matmul_ranges",
+           "matmul_split_config",
            "matmul_combine_config", "matmul_combine_norm_config", "linear_configs", "matmul_silu_configs"]
 
 # bf16 matmul: the widest column tile (of 128, 64, 32) that still gives this many column tiles,
@@ -61,6 +62,19 @@ SPLIT_K = {"bfloat16": 1, "float32": 4}
 SPLIT_BLOCK_K_FP32 = 16
 # Output columns per program of the split combine (one row per program).
 COMBINE_COLUMNS = 1024
+# Fixed split-K inside one program (matmul_ranges): a bf16 weight whose decode tile is at most
+# NARROW_DECODE_N columns wide has its K cut into RANGES_DEEP equal ranges if K >= DEEP_K, else
+# RANGES_SHALLOW; each range accumulates from zero and the sums are added in ascending order, in
+# every bucket. The decode bucket advances the ranges side by side (LOCKSTEP, its own accumulator
+# each, 2 warps), the other buckets one after another. A decode program of such a weight holds a
+# 16 x 16 or 16 x 32 tile, so one accumulator's chain of dependent MMAs over all of K, not the
+# weight's bytes, set its time: on an H200, 2026-12-06 (bench/decode_splits.py, M = 4, cold L2),
+# down 16.8 -> 12.9 us with 4 ranges, qkv 7.2 -> 6.3 and o 6.6 -> 6.4 with 2, while a 4,096-row
+# prefill took 3-6% longer (docs/performance.md).
+NARROW_DECODE_N = 32
+RANGES_DEEP, RANGES_SHALLOW = 4, 2
+# Shared memory a decode-bucket program of a ranged weight may fill with its stages (of 227 KiB).
+RANGED_STAGE_BYTES = 200 * 1024
 
 
 def _matmul_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int]:
@@ -86,7 +100,29 @@ def _decode_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int] 
     if n >= WIDE_N:
         return None
     block_n = next((b for b in (128, 64, 32) if -(-n // b) >= DECODE_COLUMN_PROGRAMS), 16)
-    return DECODE_ROWS, block_n, block_k, 4, 5
+    ranges = matmul_ranges(n=n, k=k, dtype=dtype)
+    if ranges == 1:
+        return DECODE_ROWS, block_n, block_k, 4, 5
+    stage_bytes = ranges * (DECODE_ROWS + block_n) * block_k * DTYPE_BYTES[dtype]
+    return DECODE_ROWS, block_n, block_k, 2, max(2, min(5, RANGED_STAGE_BYTES // stage_bytes))
+
+
+@lru_cache(maxsize=None)
+def matmul_ranges(*, n: int, k: int, dtype: str) -> int:
+    """The number of fixed K ranges an ``[N, K]`` weight's one-launch matmul adds up inside each program
+    (1: one range), from (N, K, dtype) only: every bucket runs the same ranges, so prefill and
+    decode rows agree. bf16 weights whose decode tile is at most NARROW_DECODE_N columns wide get
+    them (see RANGES_DEEP); float32 plans split across programs instead (:func:`matmul_splits`).
+    """
+    _check_positive(n=n, k=k)
+    _check_dtype(dtype)
+    if dtype != "bfloat16" or n >= WIDE_N or matmul_splits(n=n, k=k, dtype=dtype) > 1:
+        return 1
+    if next((b for b in (128, 64, 32) if -(-n // b) >= DECODE_COLUMN_PROGRAMS), 16) > NARROW_DECODE_N:
+        return 1
+    ranges = RANGES_DEEP if k >= DEEP_K else RANGES_SHALLOW
+    block_k = _matmul_tiles(n, k, dtype)[2]
+    return ranges if k % (ranges * block_k) == 0 else 1
 
 
 def _prefill_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int] | None:
@@ -100,14 +136,17 @@ def _prefill_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int]
 
 
 def _matmul_entry(n: int, k: int, dtype: str, has_bias: bool, out_dtype: str, tiles: tuple[int, ...],
-                  bucket: str = "", n_major: bool = False, **bounds: int) -> LaunchConfig:
-    """A one-launch matmul configuration of ``tiles``; ``bucket`` ends the key, ``bounds`` (max_rows
-    or min_rows) go into its static values."""
+                  bucket: str = "", n_major: bool = False, lockstep: bool = False, **bounds: int) -> LaunchConfig:
+    """A one-launch matmul configuration of ``tiles`` with the weight's :func:`matmul_ranges`;
+    ``bucket`` ends the key, ``bounds`` (max_rows or min_rows) go into its static values."""
     block_m, block_n, block_k, warps, stages = tiles
     suffix = f"n{n}_k{k}" + ("_bias" if has_bias else "") + ("" if out_dtype == dtype else "_out_" + out_dtype)
-    return _make("matmul", suffix + bucket,
-                 {"N": n, "K": k, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
-                  "HAS_BIAS": bool(has_bias), "OUT_DTYPE": out_dtype, "N_MAJOR": n_major},
+    constexprs = {"N": n, "K": k, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
+                  "HAS_BIAS": bool(has_bias), "OUT_DTYPE": out_dtype, "N_MAJOR": n_major}
+    ranges = matmul_ranges(n=n, k=k, dtype=dtype)
+    if ranges > 1:  # only then: the entries of one-range weights keep their constexprs and digests
+        constexprs.update(SPLITS=ranges, LOCKSTEP=lockstep)
+    return _make("matmul", suffix + bucket, constexprs,
                  warps, stages, {"n": n, "k": k, "dtype": dtype, "out_dtype": out_dtype, **bounds})
 
 
@@ -168,7 +207,8 @@ def decode_matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtyp
     tiles = _decode_tiles(n, k, dtype)
     if tiles is None:
         return None
-    return _matmul_entry(n, k, dtype, has_bias, out_dtype, tiles, f"_m{DECODE_ROWS}", max_rows=DECODE_ROWS)
+    return _matmul_entry(n, k, dtype, has_bias, out_dtype, tiles, f"_m{DECODE_ROWS}", lockstep=True,
+                         max_rows=DECODE_ROWS)
 
 
 @lru_cache(maxsize=None)
@@ -290,7 +330,7 @@ def _matmul_silu_buckets(intermediate_size: int, k: int, dtype: str) -> tuple[La
     """(middle, decode, prefill) bucket configs of :func:`matmul_silu_configs`; all None for a split weight."""
     n = 2 * intermediate_size
     _check_matmul_shape(n, k, dtype, dtype)
-    if matmul_splits(n=n, k=k, dtype=dtype) > 1:
+    if matmul_splits(n=n, k=k, dtype=dtype) > 1 or matmul_ranges(n=n, k=k, dtype=dtype) > 1:
         return None, None, None
     suffix = f"i{intermediate_size}_k{k}"
     static = {"intermediate_size": intermediate_size, "k": k, "dtype": dtype}

@@ -40,7 +40,9 @@ from kernels.matmul_combine import launch_matmul_combine
 from kernels.matmul_combine_norm import launch_matmul_combine_norm
 from kernels.matmul_silu import launch_matmul_silu
 from kernels.matmul_split import launch_matmul_split, split_partials
-from kernels.plan import plan_for
+from kernels.launch_config import LaunchConfig
+from kernels.matmul_configs import SPLIT_BLOCK_K_FP32
+from kernels.plan import PlanEntry, plan_for
 from kernels.rmsnorm import launch_rms_norm
 from kernels.rope_store_kv import launch_rope_store_kv
 from kernels.shapes import ModelShape
@@ -150,6 +152,47 @@ def check_matmul_split(dtype: torch.dtype) -> str:
     launch_rms_norm(got, residual, norm_w, *separate, norm)  # the interpreter's tl.sum in both
     assert all(bits_equal(a, b) for a, b in zip(fused, separate)), "the interpreted fold + norm differs"
     return "split-K rows equal at every in-tile offset and equal to the CPU path bitwise; fold + norm too"
+
+
+def ranged_matmul_entry(n: int, k: int, splits: int, lockstep: bool, block_m: int) -> PlanEntry:
+    """A float32 one-launch matmul entry with ``splits`` K ranges (bf16 plans hold these; float32 plans
+    split across programs instead), 16-deep K steps as the split pair's."""
+    constexprs = {"N": n, "K": k, "BLOCK_M": block_m, "BLOCK_N": 32, "BLOCK_K": SPLIT_BLOCK_K_FP32, "HAS_BIAS": False,
+                  "OUT_DTYPE": "float32", "N_MAJOR": False, "SPLITS": splits, "LOCKSTEP": lockstep}
+    config = LaunchConfig(kernel="matmul", key=f"matmul.n{n}_k{k}_r{splits}" + ("_lockstep" if lockstep else ""),
+                          constexprs=tuple(sorted(constexprs.items())), num_warps=4, num_stages=2,
+                          static=(("dtype", "float32"), ("k", k), ("n", n), ("out_dtype", "float32")))
+    return PlanEntry.from_config(config, ("check",))
+
+
+def check_matmul_ranges(dtype: torch.dtype) -> str:
+    """K ranges inside one program: side by side (the decode bucket's form) and one after another give
+    the split-K pair's bits and the CPU path's, and rows stay invariant."""
+    if dtype == torch.bfloat16:
+        raise bf16_dot_unsupported("ranged matmul")
+    gen = torch.Generator().manual_seed(10)
+    n, k = SHAPE.hidden_size, SHAPE.intermediate_size
+    x, w = fill_rows("random", (40, k), dtype, gen), (torch.randn(n, k, generator=gen) / 11).to(dtype)
+    pair = triton_split_linear(x, w)
+    splits = split_count(n, k, dtype)
+
+    def ranged(rows: torch.Tensor, entry: PlanEntry) -> torch.Tensor:
+        out = torch.empty(rows.shape[0], n, dtype=dtype)
+        launch_matmul(rows, w, None, out, entry)
+        return out
+    failures = []
+    for lockstep, block_m in ((True, 16), (False, 32)):
+        entry = ranged_matmul_entry(n, k, splits, lockstep, block_m)
+        got = ranged(x, entry)
+        cpu = torch.empty_like(got)
+        cpu_ops.matmul(x, w, None, cpu, entry)
+        assert bits_equal(got, pair), f"{entry.key} differs from the split-K pair with the same ranges"
+        assert bits_equal(got, cpu), f"{entry.key} differs from the CPU path"
+        cases = [Case(block_m + 3, block_m, "random", 5), Case(2 * block_m, 0, "nan", 6), Case(9, 5, "huge", 8)]
+        failures += row_invariance_failures(lambda rows, e=entry: ranged(rows, e), (x[:2],),
+                                            lambda kind, rows, g: (fill_rows(kind, (rows, k), dtype, g),), cases)
+    assert not failures, failures
+    return f"{splits} ranges side by side and in sequence equal the split-K pair and the CPU path bitwise; rows invariant"
 
 
 def triton_gate_up_silu(x: torch.Tensor, gate_up: torch.Tensor) -> torch.Tensor:
@@ -324,7 +367,8 @@ def check_finiteness(dtype: torch.dtype) -> str:
 
 
 CHECKS: dict[str, Callable[[torch.dtype], str]] = {
-    "matmul": check_matmul, "matmul_split": check_matmul_split, "matmul_silu": check_matmul_silu,
+    "matmul": check_matmul, "matmul_split": check_matmul_split, "matmul_ranges": check_matmul_ranges,
+    "matmul_silu": check_matmul_silu,
     "rowwise": check_rowwise, "rope_store_kv": check_rope_store_kv, "attention": check_attention,
     "attention_small_pages": check_attention_small_pages, "finiteness": check_finiteness,
     "gemma": lambda dtype: check_gemma(SHAPE, dtype)}

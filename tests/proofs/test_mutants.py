@@ -34,6 +34,8 @@ CASES = [
     ("silu_up_first_row", "matmul_silu_kernel", {}, "element of x_ptr is related (index)"),
     ("finite_flag_other_row", "attention_combine_kernel", {}, "element of m_ptr is related (index)"),
     ("finite_flag_shared_slot", "rope_store_kv_kernel", {}, "at most one writer of the selected flag_ptr element"),
+    ("ranges_from_m", "matmul_kernel", {}, "structure differs"),
+    ("ranges_sum_order_from_m", "matmul_kernel", {}, "tl.where guard"),
 ]
 
 
