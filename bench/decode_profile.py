@@ -12,12 +12,17 @@ For each cached context, with the benchmark's engine (CUDA graphs on, batch 4, g
   * per-kernel GPU time of the same padded forward run eagerly under ``torch.profiler``
     (kernels grouped by name; the graph replays the same kernels and launch configurations).
 Writes DIR/decode_profile.json and DIR/decode_profile.md; medians over the steps of the run.
+``--host-profile`` also runs the same decode on a fresh engine under ``cProfile`` (no phase
+timers) and writes the functions with the most own time per step to DIR/decode_host_profile.md:
+where the host's share of a step goes when the host, not the GPU, sets the step's pace.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import pstats
 import statistics
 import sys
 import tempfile
@@ -169,6 +174,28 @@ def profile_context(engine: LLMEngine, context: int, new_tokens: int) -> dict[st
             "kernels": kernels, "kernel_us_sum": sum(k["us_per_step"] for k in kernels)}
 
 
+def host_profile(engine: LLMEngine, context: int, new_tokens: int, top: int = 40) -> str:
+    """The decode loop at ``context`` under cProfile: the ``top`` functions by own time, in µs per step."""
+    prompts = random_prompts([max(context, 1)] * BATCH, seed=3000 + context, vocab_size=engine.spec.vocab_size)
+    _decode(engine, prompts, 2, None)  # puts the context into the prefix cache
+    profiler = cProfile.Profile()
+    start = time.perf_counter()
+    profiler.enable()
+    _decode(engine, prompts, new_tokens, None)
+    profiler.disable()
+    wall_s = time.perf_counter() - start
+    stats = pstats.Stats(profiler)
+    rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:top]  # (cc, nc, tottime, cumtime, callers)
+    lines = [f"## context {context}: {new_tokens} steps in {wall_s * 1e3:.1f} ms under cProfile "
+             f"({wall_s * 1e3 / new_tokens:.3f} ms a step)\n",
+             "| function | calls/step | own µs/step | cumulative µs/step |", "|---|---|---|---|"]
+    for (file, line, name), (_, calls, own_s, cum_s, _) in rows:
+        where = f"{Path(file).name}:{line} {name}" if line else name
+        lines.append(f"| {where[:90]} | {calls / new_tokens:.1f} | {own_s * 1e6 / new_tokens:.1f} | "
+                     f"{cum_s * 1e6 / new_tokens:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown(results: list[dict[str, Any]]) -> str:
     lines = []
     for r in results:
@@ -190,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-dir", type=Path)
     parser.add_argument("--contexts", default="0,4096")
     parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--host-profile", action="store_true", help="also the decode loop under cProfile")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench/decode_profile.py needs a CUDA GPU", file=sys.stderr)
@@ -208,6 +236,15 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "decode_profile.json").write_text(json.dumps(results, indent=1))
     (args.out / "decode_profile.md").write_text(markdown(results))
     print(markdown(results))
+    if args.host_profile:
+        sections = []
+        for context in (int(c) for c in args.contexts.split(",")):
+            engine = open_engine(model_dir, cuda_graphs=True)
+            sections.append(host_profile(engine, context, args.new_tokens))
+            del engine
+            torch.cuda.empty_cache()
+        (args.out / "decode_host_profile.md").write_text("\n".join(sections))
+        print("\n".join(sections))
     return 0
 
 

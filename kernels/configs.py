@@ -30,7 +30,8 @@ from kernels.launch_config import (DTYPES, KERNELS, LaunchConfig, _as_float32, _
 from kernels.matmul_configs import (COMBINE_COLUMNS, DECODE_ROWS, DEEP_K, MIN_COLUMN_PROGRAMS,  # noqa: F401
                                     PREFILL_ROWS, SPLIT_K, WIDE_N, decode_matmul_config, linear_configs,
                                     matmul_combine_config, matmul_combine_norm_config, matmul_config,
-                                    matmul_silu_configs, matmul_split_config, matmul_splits, prefill_matmul_config)
+                                    matmul_ranges, matmul_silu_configs, matmul_split_config, matmul_splits,
+                                    prefill_matmul_config)
 
 __all__ = [
     "DTYPES",
@@ -42,6 +43,7 @@ __all__ = [
     "decode_matmul_config",
     "prefill_matmul_config",
     "matmul_splits",
+    "matmul_ranges",
     "matmul_split_config",
     "matmul_combine_config",
     "matmul_combine_norm_config",

@@ -92,6 +92,7 @@ def test_config_functions_take_no_batch_dependent_argument():
     # matmul_silu has only matmul_silu_configs (below)
     assert checked == len(configs.KERNELS) + 3 - 1
     assert set(inspect.signature(configs.matmul_splits).parameters) <= {"n", "k", "dtype"}
+    assert set(inspect.signature(configs.matmul_ranges).parameters) <= {"n", "k", "dtype"}
     # linear_configs takes M only to pick the decode or prefill bucket (DESIGN.md §5), tested below
     assert set(inspect.signature(configs.linear_configs).parameters) == \
         {"n", "k", "dtype", "has_bias", "out_dtype", "num_rows"}
@@ -111,6 +112,8 @@ def test_the_decode_bucket_keeps_every_weight_s_block_k_splits_and_k_order(name)
         assert s["max_rows"] == configs.DECODE_ROWS == c["BLOCK_M"] and c["BLOCK_M"] <= other["BLOCK_M"]
         assert (c["N"], c["K"], c["BLOCK_K"], c["OUT_DTYPE"]) == (other["N"], other["K"], other["BLOCK_K"],
                                                                  other["OUT_DTYPE"])
+        assert c.get("SPLITS", 1) == other.get("SPLITS", 1) and not other.get("LOCKSTEP")
+        assert c.get("LOCKSTEP", False) == (c.get("SPLITS", 1) > 1)  # a ranged weight's decode tile: side by side
         assert configs.matmul_splits(n=c["N"], k=c["K"], dtype=s["dtype"]) == 1
         for rows in (1, configs.DECODE_ROWS):
             assert configs.linear_configs(n=c["N"], k=c["K"], dtype=s["dtype"], has_bias=c["HAS_BIAS"],
@@ -130,8 +133,9 @@ def test_the_prefill_bucket_keeps_every_weight_s_block_k_splits_and_k_order(name
         rows = configs.PREFILL_ROWS[s["dtype"]]
         other = plan.entry(entry.key.removesuffix(f"_p{rows}")).constexpr_dict()
         assert s["min_rows"] == rows and "max_rows" not in s and c["BLOCK_M"] >= other["BLOCK_M"]
-        assert (c["N"], c["K"], c["BLOCK_K"], c["OUT_DTYPE"], c["HAS_BIAS"]) == \
-            (other["N"], other["K"], other["BLOCK_K"], other["OUT_DTYPE"], other["HAS_BIAS"])
+        assert (c["N"], c["K"], c["BLOCK_K"], c["OUT_DTYPE"], c["HAS_BIAS"], c.get("SPLITS", 1)) == \
+            (other["N"], other["K"], other["BLOCK_K"], other["OUT_DTYPE"], other["HAS_BIAS"], other.get("SPLITS", 1))
+        assert not c.get("LOCKSTEP") and not other.get("LOCKSTEP")
         assert configs.matmul_splits(n=c["N"], k=c["K"], dtype=s["dtype"]) == 1
         for num_rows in (rows, rows + 1, 8192):
             assert configs.linear_configs(n=c["N"], k=c["K"], dtype=s["dtype"], has_bias=c["HAS_BIAS"],
@@ -187,6 +191,27 @@ def test_bf16_plans_keep_one_launch_per_weight_until_a_split_pays():
     plan = preset_plan("llama-1b")
     assert not {"matmul_split", "matmul_combine", "matmul_combine_norm"} & {e.kernel for e in plan.entries}
     assert configs.matmul_splits(n=3072, k=2048, dtype="bfloat16") == 1
+
+
+def test_narrow_bf16_weights_add_fixed_k_ranges_in_every_bucket():
+    """matmul_ranges: llama-1b's qkv, o and q/k/v add 2 range sums, down 4; wide weights and float32 plans none."""
+    plan = preset_plan("llama-1b")
+    ranges = {}
+    for entry in (e for e in plan.entries if e.kernel == "matmul"):
+        c, s = entry.constexpr_dict(), entry.static_dict()
+        ranges.setdefault((c["N"], c["K"]), set()).add(c.get("SPLITS", 1))
+        assert c.get("SPLITS", 1) == configs.matmul_ranges(n=c["N"], k=c["K"], dtype="bfloat16")
+        if c.get("LOCKSTEP"):
+            assert s.get("max_rows") == configs.DECODE_ROWS and entry.num_warps == 2, entry.key
+    assert ranges == {(3072, 2048): {2}, (2048, 2048): {2}, (512, 2048): {2}, (2048, 8192): {4},
+                      (16384, 2048): {1}, (8192, 2048): {1}, (128256, 2048): {1}}
+    for name in ("tiny", "small"):
+        assert not [e.key for e in preset_plan(name).entries if "SPLITS" in e.constexpr_dict() and e.kernel == "matmul"]
+    # a ranged gate/up weight keeps the two-launch form: matmul_silu has no K ranges
+    assert configs.matmul_ranges(n=512, k=8192, dtype="bfloat16") == 4
+    assert configs.matmul_silu_configs(intermediate_size=256, k=8192, dtype="bfloat16") == ()
+    # ranges must be whole BLOCK_K steps, else one range
+    assert configs.matmul_ranges(n=2048, k=2048 + 128, dtype="bfloat16") == 1
 
 
 @pytest.mark.parametrize("name", ["llama-1b", "gemma3-1b", "qwen3-0.6b", "mistral-7b"])
