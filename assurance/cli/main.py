@@ -109,3 +109,7 @@ def main() -> None:
         if exc.hint:
             err_console.print(f"[dim]hint:[/] {escape(exc.hint)}", highlight=False, soft_wrap=True)
         raise SystemExit(exc.exit_code) from None
+
+
+if __name__ == "__main__":  # `python -m assurance.cli.main`, as `python -m assurance.cli`
+    main()

@@ -135,3 +135,16 @@ def test_a_reader_that_closes_stdout_early_is_not_a_finding(tmp_path, kind):
     err = proc.stderr.read().decode()
     assert code == 128 + signal.SIGPIPE, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("module", ["assurance.cli", "assurance.cli.main"])
+def test_python_dash_m_runs_the_command(module):
+    """Both module forms run ``bitcase`` (the second did nothing at all before)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-m", module, "--help"], cwd=root, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Usage" in done.stdout and "status" in done.stdout
