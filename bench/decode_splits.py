@@ -17,6 +17,10 @@ and with the weight L2-resident, and compares: the lockstep form against the seq
 of the same splits (M rows), and the decode rows against the same rows of a 4,096-row launch of
 the sequential form with the prefill bucket's tile. Writes ``DIR/decode_splits.json`` and
 ``DIR/decode_splits.md``.
+
+The kernel here is the prototype the plan's form (kernels/matmul.py, ``SPLITS`` and ``LOCKSTEP``)
+was taken from, kept as it ran so the figures in docs/performance.md can be reproduced; it also
+times weight loads without the K and N masks (``--even``), which the plan's kernel does not take.
 """
 
 from __future__ import annotations
