@@ -1,5 +1,5 @@
 """Launch configurations of the matmuls: one-launch tiles, the decode and prefill buckets, fixed split-K
-and its folds.
+(across programs, and fixed K ranges inside one program) and its folds.
 
 Chosen from (N, K, dtype) only, except that :func:`linear_configs` takes M to pick the decode or
 prefill bucket (DESIGN.md §5's tile shapes per M bucket; same BLOCK_K, splits and K order in every
@@ -189,7 +189,8 @@ def matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str)
     for such weights only.
     fp32 uses IEEE-precision dots (no TF32) on a fixed small tile.
     Weights with :func:`matmul_splits` > 1 run :func:`matmul_split_config` and
-    :func:`matmul_combine_config` instead (see :func:`linear_configs`).
+    :func:`matmul_combine_config` instead (see :func:`linear_configs`); weights with
+    :func:`matmul_ranges` > 1 add that many fixed K ranges inside each program, in every bucket.
     """
     _check_matmul_shape(n, k, dtype, out_dtype)
     return _matmul_entry(n, k, dtype, has_bias, out_dtype, _matmul_tiles(n, k, dtype))
