@@ -88,6 +88,11 @@ def _matmul_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int]:
     return 64, block_n, block_k, 4, 4
 
 
+def _decode_block_n(n: int) -> int:
+    """The decode bucket's bf16 BLOCK_N: the widest of 128/64/32/16 still giving DECODE_COLUMN_PROGRAMS column tiles."""
+    return next((b for b in (128, 64, 32) if -(-n // b) >= DECODE_COLUMN_PROGRAMS), 16)
+
+
 def _decode_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int] | None:
     """The decode bucket's (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages), or None (one tile for every M).
 
@@ -99,7 +104,7 @@ def _decode_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int] 
         return DECODE_ROWS, block_n, block_k, warps, stages
     if n >= WIDE_N:
         return None
-    block_n = next((b for b in (128, 64, 32) if -(-n // b) >= DECODE_COLUMN_PROGRAMS), 16)
+    block_n = _decode_block_n(n)
     ranges = matmul_ranges(n=n, k=k, dtype=dtype)
     if ranges == 1:
         return DECODE_ROWS, block_n, block_k, 4, 5
@@ -118,7 +123,7 @@ def matmul_ranges(*, n: int, k: int, dtype: str) -> int:
     _check_dtype(dtype)
     if dtype != "bfloat16" or n >= WIDE_N or matmul_splits(n=n, k=k, dtype=dtype) > 1:
         return 1
-    if next((b for b in (128, 64, 32) if -(-n // b) >= DECODE_COLUMN_PROGRAMS), 16) > NARROW_DECODE_N:
+    if _decode_block_n(n) > NARROW_DECODE_N:
         return 1
     ranges = RANGES_DEEP if k >= DEEP_K else RANGES_SHALLOW
     block_k = _matmul_tiles(n, k, dtype)[2]
