@@ -125,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="plans without programmatic dependent launch (the A/B baseline; another D)")
     parser.add_argument("--no-gc-freeze", action="store_true",
                         help="timed runs leave the cyclic collector's passes as they are (the A/B baseline)")
+    parser.add_argument("--contexts", help="comma-separated cached contexts of the decode parts (default: the run's)")
     args = parser.parse_args(argv)
     if args.no_pdl:  # before any configuration is built: they are cached per process
         launch_config.PDL_DTYPES = ()
@@ -136,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         print("bench/engine_gpu.py needs a CUDA GPU; torch.cuda.is_available() is False", file=sys.stderr)
         return 2
     budget, config = Budget(args.budget_s), run_config(args.quick)
+    if args.contexts:
+        try:
+            config["contexts"] = [int(c) for c in args.contexts.split(",") if c]
+        except ValueError:
+            parser.error(f"--contexts {args.contexts!r}: give comma-separated token counts, e.g. 0,1024")
     args.out.mkdir(parents=True, exist_ok=True)
     scratch = None if args.model_dir else Path(tempfile.mkdtemp(prefix="bitcase-llama-1b-"))
     run = Run(args.out, config, wanted, preset("llama-1b"))
@@ -170,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             out = {"deployment": engine.deployment.digest, "limits": engine.config.limits(),
                    key: decode_by_context(engine, contexts=config["contexts"], new_tokens=config["new_tokens"],
                                           **common)}
-            if key == "graphs":
+            # the other modes only where the budget leaves room for opening their engines too
+            if key == "graphs" and budget.allows(90):
                 serial = open_engine(model_dir, cuda_graphs=True, overlap_decode=False)
                 out["graphs_step_by_step"] = decode_by_context(serial, contexts=config["contexts"],
                                                                new_tokens=config["new_tokens"], **common)

@@ -3,9 +3,10 @@
 On CUDA the sampled rows are copied into one of a few pinned host slots and the host waits for that
 copy only; nothing else in a step synchronises. The copy is enqueued right after the step's kernels
 (:meth:`HostLogits.start`) and waited for later (:meth:`HostLogits.wait`), so the next step can be
-launched in between. The step's stream only copies the rows into a device slot (a few microseconds);
-the copy to the host (about 2 MB for four 128K-vocabulary rows) runs on a copy stream of its own, so
-the next step's kernels do not wait behind it. Trace digests are computed later, by worker threads,
+launched in between. The step's stream only copies the rows, tokens and flags into a device slot (a
+few microseconds, one call); the copy to the host (about 2 MB for four 128K-vocabulary rows) runs
+on a copy stream of its own, so the next step's kernels do not wait behind it. A slot is one block
+of bytes, rows last, so that copy is one call too: each call costs the step loop host time. Trace digests are computed later, by worker threads,
 from the slot itself (engine/row_digests.py), so a slot is reused only after every reader registered
 on it has finished. On the CPU the logits already are on the host.
 """
@@ -35,21 +36,49 @@ class HostFetch:
     num_flags: int  # rows of the step whose finiteness flags were copied
 
 
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s elements as a flat byte view (a copy only when ``t`` is not contiguous)."""
+    return t.reshape(-1).view(torch.uint8)
+
+
+class _Slot:
+    """One slot's typed views of a block of bytes: flags, tokens, input tokens, then the rows.
+
+    Rows come last, so a step of ``n`` rows uses the block's first ``used_bytes(n)`` bytes.
+    """
+
+    def __init__(self, raw: torch.Tensor, *, max_num_rows: int, vocab_size: int, max_num_flags: int) -> None:
+        r, f = max_num_rows, max_num_flags
+        self.raw = raw
+        self.flags = raw[:4 * f].view(torch.float32)  # [F]
+        tokens_at = -(-4 * f // 8) * 8
+        self.tokens = raw[tokens_at:tokens_at + 8 * r].view(torch.int64)  # [R]
+        self.inputs = raw[tokens_at + 8 * r:tokens_at + 16 * r].view(torch.int64)  # [R]
+        self.logits_at = -(-(tokens_at + 16 * r) // 256) * 256
+        self.row_bytes = 4 * vocab_size
+        self.logits = raw[self.logits_at:].view(torch.float32).view(r, vocab_size)  # [R, V]
+
+    @staticmethod
+    def num_bytes(*, max_num_rows: int, vocab_size: int, max_num_flags: int) -> int:
+        tokens_at = -(-4 * max_num_flags // 8) * 8
+        return -(-(tokens_at + 16 * max_num_rows) // 256) * 256 + 4 * max_num_rows * vocab_size
+
+    def used_bytes(self, num_rows: int) -> int:
+        return self.logits_at + num_rows * self.row_bytes
+
+
 class HostLogits:
     """Pinned host slots for the sampled rows of CUDA steps."""
 
     def __init__(self, *, max_num_rows: int, vocab_size: int, max_num_flags: int,
                  num_slots: int = NUM_HOST_SLOTS) -> None:
-        self._logits = [torch.empty(max_num_rows, vocab_size, dtype=torch.float32, pin_memory=True)
-                        for _ in range(num_slots)]
-        self._flags = [torch.empty(max_num_flags, dtype=torch.float32, pin_memory=True) for _ in range(num_slots)]
-        self._device_flags = [torch.empty(max_num_flags, dtype=torch.float32, device="cuda") for _ in range(num_slots)]
-        self._tokens = [torch.empty(max_num_rows, dtype=torch.int64, pin_memory=True) for _ in range(num_slots)]
-        self._inputs = [torch.empty(max_num_rows, dtype=torch.int64, pin_memory=True) for _ in range(num_slots)]
+        sizes = dict(max_num_rows=max_num_rows, vocab_size=vocab_size, max_num_flags=max_num_flags)
+        num_bytes = _Slot.num_bytes(**sizes)
+        self._host = [_Slot(torch.empty(num_bytes, dtype=torch.uint8, pin_memory=True), **sizes)
+                      for _ in range(num_slots)]
         # Device slots: what the step's stream hands to the copy stream.
-        self._device_logits = [torch.empty(max_num_rows, vocab_size, dtype=torch.float32, device="cuda")
-                               for _ in range(num_slots)]
-        self._device_ids = [torch.empty(2, max_num_rows, dtype=torch.int64, device="cuda") for _ in range(num_slots)]
+        self._device = [_Slot(torch.empty(num_bytes, dtype=torch.uint8, device="cuda"), **sizes)
+                        for _ in range(num_slots)]
         self._readers: list[list[Future]] = [[] for _ in range(num_slots)]
         self._staged = [torch.cuda.Event() for _ in range(num_slots)]
         self._copied = [torch.cuda.Event() for _ in range(num_slots)]
@@ -58,35 +87,35 @@ class HostLogits:
 
     def start(self, logits: torch.Tensor, tokens: torch.Tensor, num_rows: int, nonfinite: torch.Tensor,
               input_ids: torch.Tensor | None = None) -> HostFetch:
-        """Enqueue the copy of the first ``num_rows`` rows of ``logits`` [R, V] and ``tokens`` [R],
-        and of the step's finiteness flags ``nonfinite`` [T] float32 (kernels/finiteness.py).
+        """Enqueue the copy of the first ``num_rows`` rows of ``logits`` [R, V] float32 and ``tokens``
+        [R] int64, and of the step's finiteness flags ``nonfinite`` [T] float32 (kernels/finiteness.py).
 
-        ``input_ids`` [R], when given, are the rows' input tokens (a decode step's), copied too.
+        ``input_ids`` [R] int64, when given, are the rows' input tokens (a decode step's), copied too.
+        On the step's stream the four go into the device slot with one call; the slot's used bytes
+        then reach the host with one copy on the copy stream.
         """
-        slot = (self._last + 1) % len(self._logits)
+        assert logits.dtype == torch.float32 and nonfinite.dtype == torch.float32 and tokens.dtype == torch.int64
+        assert input_ids is None or input_ids.dtype == torch.int64
+        slot = (self._last + 1) % len(self._host)
         # Started a few steps ago; usually long finished. Errors surface where the digests are read.
         wait(self._readers[slot])
         self._readers[slot] = []
         self._last = slot
-        step_stream, n = torch.cuda.current_stream(), num_rows
+        step_stream, n, num_flags = torch.cuda.current_stream(), num_rows, nonfinite.shape[0]
         # The device slot's previous copy to the host finished steps ago (a no-op wait, in order).
         step_stream.wait_event(self._copied[slot])
-        device_logits, device_ids = self._device_logits[slot][:n], self._device_ids[slot][:, :n]
-        num_flags = nonfinite.shape[0]
-        device_flags = self._device_flags[slot][:num_flags]
-        device_flags.copy_(nonfinite)
-        device_logits.copy_(logits[:n])
-        device_ids[0].copy_(tokens[:n])
+        device = self._device[slot]
+        targets = [device.flags[:num_flags], device.logits[:n], device.tokens[:n]]
+        sources = [nonfinite, logits[:n], tokens[:n]]
         if input_ids is not None:
-            device_ids[1].copy_(input_ids[:n])
+            targets.append(device.inputs[:n])
+            sources.append(input_ids[:n])
+        torch._foreach_copy_([_bytes(t) for t in targets], [_bytes(s) for s in sources])
         self._staged[slot].record(step_stream)
         self._copy_stream.wait_event(self._staged[slot])
+        used = device.used_bytes(n)
         with torch.cuda.stream(self._copy_stream):
-            self._logits[slot][:n].copy_(device_logits, non_blocking=True)
-            self._tokens[slot][:n].copy_(device_ids[0], non_blocking=True)
-            self._flags[slot][:num_flags].copy_(device_flags, non_blocking=True)
-            if input_ids is not None:
-                self._inputs[slot][:n].copy_(device_ids[1], non_blocking=True)
+            self._host[slot].raw[:used].copy_(device.raw[:used], non_blocking=True)
             self._copied[slot].record(self._copy_stream)
         return HostFetch(slot, num_rows, input_ids is not None, num_flags)
 
@@ -98,10 +127,10 @@ class HostLogits:
         :meth:`add_readers` has finished.
         """
         self._copied[fetch.slot].synchronize()
-        n, slot = fetch.num_rows, fetch.slot
-        inputs = self._inputs[slot][:n].tolist() if fetch.has_inputs else None
-        flags = self._flags[slot][:fetch.num_flags].clone()
-        return self._logits[slot][:n], self._tokens[slot][:n].tolist(), inputs, flags
+        n, host = fetch.num_rows, self._host[fetch.slot]
+        inputs = host.inputs[:n].tolist() if fetch.has_inputs else None
+        flags = host.flags[:fetch.num_flags].clone()
+        return host.logits[:n], host.tokens[:n].tolist(), inputs, flags
 
     def add_readers(self, fetch: HostFetch, readers: Iterable[Future]) -> None:
         """Keep ``fetch``'s slot until ``readers`` have finished."""

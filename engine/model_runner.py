@@ -133,7 +133,8 @@ class ModelRunner:
         self.last_greedy_tokens: list[int] | None = None  # the device's greedy choice per sampled row
         self._last_fetch: HostFetch | None = None
         self.last_input_tokens: list[int] | None = None  # per row, of a step that took its tokens on the device
-        self.last_prompt_rows = torch.empty(0, spec.vocab_size)  # [E, V] of the step collected last
+        self._no_prompt_rows = torch.empty(0, spec.vocab_size)
+        self.last_prompt_rows = self._no_prompt_rows  # [E, V] of the step collected last
         self.last_nonfinite: list[bool] = []  # per chunk of the step collected last: flagged by the check
         self.buffers = StepBuffers(max_num_rows=config.max_num_batched_tokens, max_num_seqs=config.max_num_seqs,
                                    max_pages_per_seq=config.max_pages_per_seq, device=self.device)
@@ -206,8 +207,8 @@ class ModelRunner:
         self.last_launches = list(launched.launches)
         self._last_fetch = launched.fetch
         # [E, V] float32: the prompt rows asked for (rarely wanted: a plain copy, which waits for the step)
-        self.last_prompt_rows = launched.logits[launched.num_sampled:launched.num_sampled +
-                                                launched.num_prompt_rows].to("cpu")
+        self.last_prompt_rows = self._no_prompt_rows if not launched.num_prompt_rows else \
+            launched.logits[launched.num_sampled:launched.num_sampled + launched.num_prompt_rows].to("cpu")
         if launched.fetch is None:
             tokens, inputs = launched.tokens, launched.input_ids
             self.last_greedy_tokens = None if tokens is None else tokens[:launched.num_sampled].tolist()
@@ -223,7 +224,7 @@ class ModelRunner:
     def _set_nonfinite(self, launched: Launched, flags: torch.Tensor) -> None:
         """:attr:`last_nonfinite` from the step's ``[T]`` host flags: whether any row of a chunk is flagged."""
         per_chunk = [False] * len(launched.chunk_rows)
-        if bool(flags.any()):  # rare: then find the chunks of the flagged rows
+        if flags.numpy().any():  # rare: then find the chunks of the flagged rows
             ends = torch.tensor(launched.chunk_rows, dtype=torch.int64).cumsum(0)
             for chunk in torch.searchsorted(ends, flags.nonzero().flatten(), right=True).tolist():
                 per_chunk[chunk] = True
