@@ -16,7 +16,7 @@ from collections import Counter
 import torch
 
 from engine.loader import ModelWeights
-from engine.model import ForwardBatch, KVCache
+from engine.model import ForwardBatch, KVCache, every_row_sampled, token_requests_of
 from engine.model_config import ModelSpec
 from kernels import configs, ops
 from kernels.tensors import dtype_name
@@ -57,7 +57,7 @@ class Gemma3Model:
                             device=w.embed.device)
         hidden = ops.embedding(batch.input_ids, w.embed, scaled=True)  # [T, H]
         branch = None  # the last layer's normalised MLP output, added to hidden by the next norm
-        seq_idx = ops.token_requests(batch.query_start_loc, num_tokens)  # [T] int32, shared by every layer
+        seq_idx = token_requests_of(batch)  # [T] int32, shared by every layer
         for layer, lw in enumerate(w.layers):
             x, hidden = self._norm(hidden, lw.input_norm) if branch is None else \
                 self._norm(branch, lw.input_norm, hidden)  # hidden = hidden + branch, as residual + hidden_states
@@ -80,8 +80,12 @@ class Gemma3Model:
         nonfinite = flags.amax(dim=(0, 2))  # [T]
         if batch.sample_rows.shape[0] == 0:
             return torch.empty(0, spec.vocab_size, dtype=torch.float32, device=batch.input_ids.device), nonfinite
-        last = branch.index_select(0, batch.sample_rows)  # type: ignore[union-attr]
-        x, _ = self._norm(last, w.final_norm, hidden.index_select(0, batch.sample_rows))
+        if every_row_sampled(batch):
+            last, last_hidden = branch, hidden
+        else:
+            last = branch.index_select(0, batch.sample_rows)  # type: ignore[union-attr]
+            last_hidden = hidden.index_select(0, batch.sample_rows)
+        x, _ = self._norm(last, w.final_norm, last_hidden)  # type: ignore[arg-type]
         logits = ops.logits(x, w.lm_head)  # [S, V] float32
         if spec.final_logit_softcap:
             logits = ops.logit_softcap(logits, spec.final_logit_softcap)

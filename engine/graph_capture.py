@@ -134,3 +134,7 @@ def check_inputs(runner: "ModelRunner", batch: ForwardBatch) -> None:
     metadata.check_slots(batch.slot_mapping, kv_pages * page_size)
     metadata.check_attention_metadata(batch.query_start_loc, batch.seq_lens, batch.block_table,
                                       batch.input_ids.shape[0], kv_pages, page_size)
+    if batch.seq_idx is not None:
+        metadata.check_seq_idx(batch.seq_idx, batch.query_start_loc, batch.input_ids.shape[0])
+    if batch.is_every_row_sampled:
+        metadata.check_every_row_sampled(batch.sample_rows, batch.input_ids.shape[0])

@@ -38,7 +38,7 @@ class HostFetch:
 
 def _bytes(t: torch.Tensor) -> torch.Tensor:
     """``t``'s elements as a flat byte view (a copy only when ``t`` is not contiguous)."""
-    return t.reshape(-1).view(torch.uint8)
+    return t.contiguous().view(-1).view(torch.uint8)
 
 
 class _Slot:

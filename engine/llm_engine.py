@@ -185,6 +185,7 @@ class LLMEngine:
         self.num_steps_ahead = 0  # decode steps launched before the previous step's rows were read
         self.num_dropped_rows = 0  # their rows of requests that had finished meanwhile, dropped unread
         self.nonfinite_events: list[NonFiniteEvent] = []  # requests the finiteness check ended
+        self._no_logits = torch.empty(0, self.spec.vocab_size)  # [0, V]: a step that computed nothing
 
     # --- requests ----------------------------------------------------------------------------
     def validate(self, prompt_token_ids: Sequence[int], params: SamplingParams) -> None:
@@ -267,7 +268,7 @@ class LLMEngine:
         if launched is not None and self.can_overlap and all(c.seq.params.is_greedy for c in plan.chunks):
             self._launch_ahead(plan, launched, rows)
         self.digests.start()
-        logits, greedy_tokens = torch.empty(0, self.spec.vocab_size), None
+        logits, greedy_tokens = self._no_logits, None
         if launched is not None:
             logits = self.runner.collect(launched)
             greedy_tokens = self.runner.last_greedy_tokens

@@ -15,10 +15,11 @@ import torch
 
 from engine.loader import ModelWeights
 from engine.model_config import ModelSpec
-from kernels import configs, ops
+from kernels import configs, metadata, ops
+from kernels.launch import metadata_checks_enabled
 from kernels.tensors import dtype_name
 
-__all__ = ["KVCache", "ForwardBatch", "LlamaModel"]
+__all__ = ["KVCache", "ForwardBatch", "LlamaModel", "token_requests_of", "every_row_sampled"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,26 @@ class ForwardBatch:
     query_start_loc: torch.Tensor  # [B + 1] int32
     seq_lens: torch.Tensor  # [B] int32: KV length including this step's rows
     sample_rows: torch.Tensor  # [S] int64: rows whose logits are returned
+    # [T] int32, each token's request (ops.token_requests of query_start_loc), where the step staged it
+    seq_idx: torch.Tensor | None = None
+    is_every_row_sampled: bool = False  # sample_rows is 0 .. T - 1 (a decode step): no gather needed
+
+
+def token_requests_of(batch: ForwardBatch) -> torch.Tensor:
+    """[T] int32 each token's request: the staged one (checked where metadata checks run), or computed."""
+    num_tokens = batch.input_ids.shape[0]
+    if batch.seq_idx is None:
+        return ops.token_requests(batch.query_start_loc, num_tokens)
+    if metadata_checks_enabled():
+        metadata.check_seq_idx(batch.seq_idx, batch.query_start_loc, num_tokens)
+    return batch.seq_idx
+
+
+def every_row_sampled(batch: ForwardBatch) -> bool:
+    """Whether the batch says its sample rows are all its rows in order (checked where metadata checks run)."""
+    if batch.is_every_row_sampled and metadata_checks_enabled():
+        metadata.check_every_row_sampled(batch.sample_rows, batch.input_ids.shape[0])
+    return batch.is_every_row_sampled
 
 
 class LlamaModel:
@@ -82,7 +103,7 @@ class LlamaModel:
                             device=w.embed.device)
         hidden = ops.embedding(batch.input_ids, w.embed)  # [T, H]
         residual = None
-        seq_idx = ops.token_requests(batch.query_start_loc, num_tokens)  # [T] int32, shared by every layer
+        seq_idx = token_requests_of(batch)  # [T] int32, shared by every layer
         for layer, lw in enumerate(w.layers):
             x, residual = ops.rms_norm(hidden, lw.input_norm, spec.rms_norm_eps, residual)
             qkv = ops.linear(x, lw.qkv, lw.qkv_bias)  # [T, q_width + 2 kv_width]
@@ -108,8 +129,11 @@ class LlamaModel:
         # Only sampled rows need the final norm and the vocabulary projection (row-wise ops).
         if batch.sample_rows.shape[0] == 0:
             return torch.empty(0, spec.vocab_size, dtype=torch.float32, device=batch.input_ids.device), nonfinite
-        last = ops.select_rows(hidden, batch.sample_rows)  # [S, H] or its partials
-        last_residual = residual.index_select(0, batch.sample_rows)  # type: ignore[union-attr]
+        if every_row_sampled(batch):
+            last, last_residual = hidden, residual
+        else:
+            last = ops.select_rows(hidden, batch.sample_rows)  # [S, H] or its partials
+            last_residual = residual.index_select(0, batch.sample_rows)  # type: ignore[union-attr]
         x, _ = ops.rms_norm(last, w.final_norm, spec.rms_norm_eps, last_residual)
         return ops.logits(x, w.lm_head), nonfinite  # [S, V] float32, [T] float32
 

@@ -116,7 +116,8 @@ def greedy_tokens(logits: torch.Tensor) -> torch.Tensor:
     if parts == 1:
         return torch.argmax(logits, dim=-1)
     pieces = logits.view(num_rows, parts, vocab_size // parts)  # [S, P, V/P]
-    where = torch.argmax(pieces, dim=-1, keepdim=True)  # [S, P, 1]: first maximal index in each part
-    best = torch.gather(pieces, 2, where).squeeze(2)  # [S, P]: each part's maximum
+    # [S, P] each part's maximum and its first maximal index (one reduction: max with indices is argmax's)
+    best, where = torch.max(pieces, dim=-1)
     part = torch.argmax(best, dim=-1, keepdim=True)  # [S, 1]: first part holding the row's maximum
-    return part.squeeze(1) * (vocab_size // parts) + torch.gather(where.squeeze(2), 1, part).squeeze(1)
+    # four kernels in all, each a launch of a decode step's graph
+    return torch.add(torch.gather(where, 1, part).squeeze(1), part.squeeze(1), alpha=vocab_size // parts)

@@ -32,17 +32,19 @@ class DecodeRegion:
 
     Layout, for ``S = max_num_seqs`` and ``P = max_pages_per_seq``: input_ids, positions,
     slot_mapping, sample_rows, source_rows ([S] int64 each; source_rows names, for a step whose
-    tokens are still on the device, each row's row in the previous step), seq_lens ([S] int32),
-    query_start_loc ([S + 1] int32), block_table ([S, P] int32). A step of ``n`` rows uses every field's first
-    ``n`` rows; with the table last, all of them lie in the block's first
-    :meth:`used_bytes` ``(n)`` bytes.
+    tokens are still on the device, each row's row in the previous step), seq_lens, seq_idx ([S]
+    int32), query_start_loc ([S + 1] int32), block_table ([S, P] int32). A step of ``n`` rows uses
+    every field's first ``n`` rows; with the table last, all of them lie in the block's first
+    :meth:`used_bytes` ``(n)`` bytes. Every row of a decode step is a request of one token and is
+    sampled, so sample_rows, seq_idx and query_start_loc are 0, 1, 2, ... at every step: the host
+    mirrors hold them from the start.
     """
 
     def __init__(self, *, max_num_seqs: int, max_pages_per_seq: int, device: torch.device) -> None:
         s, p = max_num_seqs, max_pages_per_seq
         fields = [("input_ids", (s,), _I64), ("positions", (s,), _I64), ("slot_mapping", (s,), _I64),
                   ("sample_rows", (s,), _I64), ("source_rows", (s,), _I64), ("seq_lens", (s,), _I32),
-                  ("query_start_loc", (s + 1,), _I32), ("block_table", (s, p), _I32)]
+                  ("seq_idx", (s,), _I32), ("query_start_loc", (s + 1,), _I32), ("block_table", (s, p), _I32)]
         self._offsets: dict[str, int] = {}
         offset = 0
         for name, shape, dtype in fields:
@@ -54,6 +56,9 @@ class DecodeRegion:
             [torch.zeros(offset, dtype=torch.uint8, pin_memory=True) for _ in range(2)]
         self.device = self._views(self.device_bytes, fields)
         self.hosts = [self._views(raw, fields) for raw in self.host_bytes]
+        for host in self.hosts:
+            for name in ("sample_rows", "seq_idx", "query_start_loc"):
+                host[name].copy_(torch.arange(host[name].shape[0], dtype=host[name].dtype))
 
     def _views(self, raw: torch.Tensor, fields: list) -> dict[str, torch.Tensor]:
         views = {}
@@ -126,8 +131,6 @@ class StepBuffers:
         a["positions"][:size] = batch.positions
         a["slot_mapping"][:size] = batch.slots
         a["seq_lens"][:size] = batch.seq_lens
-        a["query_start_loc"][:size + 1] = np.arange(size + 1, dtype=np.int32)
-        a["sample_rows"][:size] = np.arange(size, dtype=np.int64)
         table = a["block_table"]
         held_rows = self._table_rows[self._mirror]
         for row, pages in enumerate(batch.page_tables):
@@ -144,7 +147,9 @@ class StepBuffers:
         views = self._decode_views.get((size, width))
         if views is None:
             views = _leading(self.decode.device, size, size, size)
-            views = self._decode_views[(size, width)] = replace(views, block_table=views.block_table[:, :width])
+            views = self._decode_views[(size, width)] = replace(
+                views, block_table=views.block_table[:, :width], seq_idx=self.decode.device["seq_idx"][:size],
+                is_every_row_sampled=True)
         return views
 
 

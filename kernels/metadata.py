@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["token_requests", "attention_token_metadata", "check_seq_idx", "check_token_ids", "check_positions", "check_slots",
-           "check_attention_metadata"]
+__all__ = ["token_requests", "attention_token_metadata", "check_seq_idx", "check_every_row_sampled", "check_token_ids",
+           "check_positions", "check_slots", "check_attention_metadata"]
 
 
 def token_requests(query_start_loc: torch.Tensor, num_tokens: int) -> torch.Tensor:
@@ -61,6 +61,14 @@ def check_seq_idx(seq_idx: torch.Tensor, query_start_loc: torch.Tensor, num_toke
             f"first wrong token {int((given != expected).nonzero()[0, 0])}"
         _fail("attention seq_idx", f"does not name each token's request ({bad})",
               "pass ops.token_requests(query_start_loc, num_tokens) or leave seq_idx out")
+
+
+def check_every_row_sampled(sample_rows: torch.Tensor, num_tokens: int) -> None:
+    """``sample_rows`` is 0 .. num_tokens - 1 in order (what a batch that samples every row claims)."""
+    rows = sample_rows.cpu()
+    if rows.shape != (num_tokens,) or not torch.equal(rows, torch.arange(num_tokens, dtype=rows.dtype)):
+        _fail("forward sample_rows", f"{rows.tolist()[:8]} (first 8) for {num_tokens} tokens",
+              "a batch marked is_every_row_sampled samples rows 0 .. T - 1 in order; unmark it or fix the rows")
 
 
 def check_positions(positions: torch.Tensor, num_table_rows: int) -> None:

@@ -7,6 +7,7 @@ state equal the unpadded engine's bitwise. Graph capture and replay are checked 
 (tests/gpu/test_engine_speed_gpu.py).
 """
 
+import dataclasses
 from dataclasses import dataclass
 
 import pytest
@@ -234,3 +235,36 @@ def test_narrow_table_graphs_equal_eager_steps(tiny_dir):
     assert_same_traces(padded, eager)
     widths = {w for (_, w) in engine.runner.buffers._decode_views}
     assert widths == {64, 128}  # both tables were used
+
+
+def _staged_decode(model_dir):
+    """A runner and a decode step of three requests staged as a padded decode step is."""
+    engine = LLMEngine(model_dir, EngineConfig(**ENGINE, cuda_graphs=True))
+    runner = engine.runner
+    rows = [decode_row(3, [0]), decode_row(P + 1, [1, 2]), decode_row(5, [3])]
+    batch = runner.buffers.stage_decode(runner.padded_decode.pad(rows))
+    return runner, batch
+
+
+def _forward(runner, batch):
+    from kernels.launch import use_plan
+
+    with use_plan(runner.plan, check_metadata=True):
+        return runner.model.forward(batch, runner.kv)[0]
+
+
+def test_the_staged_request_index_and_sampled_rows_give_the_computed_ones_bits(tiny_dir):
+    runner, staged = _staged_decode(tiny_dir)
+    assert staged.seq_idx is not None and staged.is_every_row_sampled
+    computed = dataclasses.replace(staged, seq_idx=None, is_every_row_sampled=False)
+    assert torch.equal(_forward(runner, staged).view(torch.int32), _forward(runner, computed).view(torch.int32))
+
+
+def test_a_wrong_staged_request_index_or_sampled_row_claim_is_refused(tiny_dir):
+    runner, staged = _staged_decode(tiny_dir)
+    wrong_idx = dataclasses.replace(staged, seq_idx=staged.seq_idx.flip(0).contiguous())
+    with pytest.raises(ValueError, match="attention seq_idx"):
+        _forward(runner, wrong_idx)
+    wrong_rows = dataclasses.replace(staged, sample_rows=staged.sample_rows.flip(0).contiguous())
+    with pytest.raises(ValueError, match="is_every_row_sampled"):
+        _forward(runner, wrong_rows)

@@ -65,6 +65,16 @@ def test_a_decode_batch_is_staged_whole():
     assert staged.slot_mapping.tolist() == [33, 161] and staged.seq_lens.tolist() == [18, 2]
     assert staged.query_start_loc.tolist() == [0, 1, 2] and staged.sample_rows.tolist() == [0, 1]
     assert staged.block_table.tolist() == expected_table([[3, 2], [10]]).tolist()
+    # every row is a one-token request and sampled: what the forward would compute, staged
+    assert staged.seq_idx.dtype == torch.int32 and staged.seq_idx.tolist() == [0, 1]
+    assert staged.is_every_row_sampled
+
+
+def test_packed_steps_leave_the_request_index_to_the_forward():
+    buffers = StepBuffers(max_num_rows=64, max_num_seqs=MAX_SEQS, max_pages_per_seq=MAX_PAGES,
+                          device=torch.device("cpu"))
+    staged = buffers.stage(_pack([Chunk(list(range(20)), [7, 8], 0, 20, True)], PAGE, MAX_PAGES))
+    assert staged.seq_idx is None and not staged.is_every_row_sampled
 
 
 @pytest.mark.parametrize("size", [1, MAX_SEQS])
@@ -85,7 +95,7 @@ def test_a_decode_step_reads_only_the_copied_part_of_the_region(size):
     base = buffers.decode.device_bytes.data_ptr()
     used = buffers.decode.used_bytes(size)
     for name in ("input_ids", "positions", "slot_mapping", "block_table", "query_start_loc", "seq_lens",
-                 "sample_rows"):
+                 "sample_rows", "seq_idx"):
         view = getattr(staged, name)
         assert view.is_contiguous() and base <= view.data_ptr()
         assert view.data_ptr() + view.numel() * view.element_size() <= base + used, name
