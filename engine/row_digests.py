@@ -40,18 +40,11 @@ def _workers() -> ThreadPoolExecutor:
         return _pool
 
 
-# Rows per job: about 2 MiB (four 128K-vocabulary rows). Each job wakes a worker and each row's
-# result takes the interpreter lock back from the step loop; a job of a few rows costs one wake-up
-# instead of one per row, while a large batch still spreads over several workers.
-_JOB_BYTES = 2 << 20
-
-
-def _digest_into(jobs: list[tuple[torch.Tensor, Future]]) -> None:
-    for row, future in jobs:
-        try:
-            future.set_result(row_digest(row))
-        except BaseException as exc:  # the reader of the future raises it
-            future.set_exception(exc)
+def _digest_into(row: torch.Tensor, future: Future) -> None:
+    try:
+        future.set_result(row_digest(row))
+    except BaseException as exc:  # the reader of the future raises it
+        future.set_exception(exc)
 
 
 class DigestQueue:
@@ -72,15 +65,11 @@ class DigestQueue:
         return future
 
     def start(self) -> None:
-        """Hand every queued row to the worker threads, in jobs of about ``_JOB_BYTES`` bytes of rows."""
+        """Hand every queued row to the worker threads (one job per row: rows hash in parallel)."""
         queued, self._queued = self._queued, []
-        if not queued:
-            return
-        pool = _workers()
-        first = queued[0][0]  # a step's rows are all as long
-        per_job = max(1, _JOB_BYTES // max(1, 4 * first.numel())) if isinstance(first, torch.Tensor) else 1
-        for i in range(0, len(queued), per_job):
-            pool.submit(_digest_into, queued[i:i + per_job])
+        pool = _workers() if queued else None
+        for row, future in queued:
+            pool.submit(_digest_into, row, future)  # type: ignore[union-attr]
 
     def __len__(self) -> int:
         return len(self._queued)
