@@ -4,9 +4,10 @@ On CUDA the sampled rows are copied into one of a few pinned host slots and the 
 copy only; nothing else in a step synchronises. The copy is enqueued right after the step's kernels
 (:meth:`HostLogits.start`) and waited for later (:meth:`HostLogits.wait`), so the next step can be
 launched in between. The step's stream only copies the rows, tokens and flags into a device slot (a
-few microseconds, one call); the copy to the host (about 2 MB for four 128K-vocabulary rows) runs
+few microseconds); the copy to the host (about 2 MB for four 128K-vocabulary rows) runs
 on a copy stream of its own, so the next step's kernels do not wait behind it. A slot is one block
-of bytes, rows last, so that copy is one call too: each call costs the step loop host time. Trace digests are computed later, by worker threads,
+of bytes, rows last, so that copy is one call: each call costs the step loop host time
+(bench/host_copy.py). Trace digests are computed later, by worker threads,
 from the slot itself (engine/row_digests.py), so a slot is reused only after every reader registered
 on it has finished. On the CPU the logits already are on the host.
 """
@@ -34,11 +35,6 @@ class HostFetch:
     num_rows: int
     has_inputs: bool  # the rows' input token ids were copied too
     num_flags: int  # rows of the step whose finiteness flags were copied
-
-
-def _bytes(t: torch.Tensor) -> torch.Tensor:
-    """``t``'s elements as a flat byte view (a copy only when ``t`` is not contiguous)."""
-    return t.contiguous().view(-1).view(torch.uint8)
 
 
 class _Slot:
@@ -91,8 +87,8 @@ class HostLogits:
         [R] int64, and of the step's finiteness flags ``nonfinite`` [T] float32 (kernels/finiteness.py).
 
         ``input_ids`` [R] int64, when given, are the rows' input tokens (a decode step's), copied too.
-        On the step's stream the four go into the device slot with one call; the slot's used bytes
-        then reach the host with one copy on the copy stream.
+        On the step's stream the four go into the device slot; the slot's used bytes then reach
+        the host with one copy on the copy stream.
         """
         assert logits.dtype == torch.float32 and nonfinite.dtype == torch.float32 and tokens.dtype == torch.int64
         assert input_ids is None or input_ids.dtype == torch.int64
@@ -105,18 +101,20 @@ class HostLogits:
         # The device slot's previous copy to the host finished steps ago (a no-op wait, in order).
         step_stream.wait_event(self._copied[slot])
         device = self._device[slot]
-        targets = [device.flags[:num_flags], device.logits[:n], device.tokens[:n]]
-        sources = [nonfinite, logits[:n], tokens[:n]]
+        device.flags[:num_flags].copy_(nonfinite)
+        device.logits[:n].copy_(logits[:n])
+        device.tokens[:n].copy_(tokens[:n])
         if input_ids is not None:
-            targets.append(device.inputs[:n])
-            sources.append(input_ids[:n])
-        torch._foreach_copy_([_bytes(t) for t in targets], [_bytes(s) for s in sources])
+            device.inputs[:n].copy_(input_ids[:n])
         self._staged[slot].record(step_stream)
         self._copy_stream.wait_event(self._staged[slot])
         used = device.used_bytes(n)
-        with torch.cuda.stream(self._copy_stream):
+        torch.cuda.set_stream(self._copy_stream)  # not torch.cuda.stream(): its context costs the loop more
+        try:
             self._host[slot].raw[:used].copy_(device.raw[:used], non_blocking=True)
             self._copied[slot].record(self._copy_stream)
+        finally:
+            torch.cuda.set_stream(step_stream)
         return HostFetch(slot, num_rows, input_ids is not None, num_flags)
 
     def wait(self, fetch: HostFetch) -> tuple[torch.Tensor, list[int], list[int] | None, torch.Tensor]:
