@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+import numpy as np
 import torch
 
 from engine.config import EngineConfig
@@ -81,30 +82,34 @@ def device_scope(device: torch.device) -> contextlib.AbstractContextManager:
 
 
 def _pack(chunks: Sequence[Chunk], page_size: int, max_pages: int) -> dict[str, torch.Tensor]:
-    """Host tensors of a ForwardBatch for ``chunks`` (plain Python, exact integers)."""
-    ids: list[int] = []
-    positions: list[int] = []
-    slots: list[int] = []
-    table = torch.zeros(len(chunks), max_pages, dtype=torch.int32)
-    starts = [0]
-    lens: list[int] = []
+    """Host tensors of a ForwardBatch for ``chunks`` (exact integer arithmetic, vectorised per chunk:
+    a prefill chunk of thousands of tokens is packed while the device waits)."""
+    lens = [c.end - c.start for c in chunks]
+    starts = np.zeros(len(chunks) + 1, dtype=np.int32)
+    np.cumsum(lens, out=starts[1:])
+    ids, positions, slots = [], [], []
+    table = np.zeros((len(chunks), max_pages), dtype=np.int32)
     sample_rows: list[int] = []
-    prompt_rows: list[int] = []
+    prompt_rows: list[np.ndarray] = []
     for b, c in enumerate(chunks):
-        ids.extend(c.token_ids[c.start:c.end])
-        positions.extend(range(c.start, c.end))
-        slots.extend(c.page_table[p // page_size] * page_size + p % page_size for p in range(c.start, c.end))
-        table[b, :len(c.page_table)] = torch.tensor(list(c.page_table), dtype=torch.int32)
-        starts.append(starts[-1] + c.end - c.start)
-        lens.append(c.end)
+        pos = np.arange(c.start, c.end, dtype=np.int64)
+        pages = np.asarray(c.page_table, dtype=np.int64)
+        ids.append(np.asarray(c.token_ids[c.start:c.end], dtype=np.int64))
+        positions.append(pos)
+        slots.append(pages[pos // page_size] * page_size + pos % page_size)
+        table[b, :len(pages)] = pages
         if c.is_sampled:
-            sample_rows.append(starts[-1] - 1)
-        prompt_rows.extend(starts[-2] + p - c.start for p in range(*c.prompt_rows))
-    sample_rows += prompt_rows  # after every sampled row: the sampled rows keep their indices
-    return {"input_ids": torch.tensor(ids, dtype=torch.int64), "positions": torch.tensor(positions, dtype=torch.int64),
-            "slot_mapping": torch.tensor(slots, dtype=torch.int64), "block_table": table,
-            "query_start_loc": torch.tensor(starts, dtype=torch.int32), "seq_lens": torch.tensor(lens, dtype=torch.int32),
-            "sample_rows": torch.tensor(sample_rows, dtype=torch.int64)}
+            sample_rows.append(int(starts[b + 1]) - 1)
+        prompt_rows.append(np.arange(*c.prompt_rows, dtype=np.int64) + (int(starts[b]) - c.start))
+    # after every sampled row: the sampled rows keep their indices
+    rows = np.concatenate([np.asarray(sample_rows, dtype=np.int64), *prompt_rows])
+
+    def cat(parts: list[np.ndarray]) -> torch.Tensor:
+        return torch.from_numpy(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
+
+    return {"input_ids": cat(ids), "positions": cat(positions), "slot_mapping": cat(slots),
+            "block_table": torch.from_numpy(table), "query_start_loc": torch.from_numpy(starts),
+            "seq_lens": torch.tensor([c.end for c in chunks], dtype=torch.int32), "sample_rows": torch.from_numpy(rows)}
 
 
 class ModelRunner:
