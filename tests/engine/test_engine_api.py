@@ -25,6 +25,8 @@ def clean_outputs(tiny_dir):
     ([1, 256], PARAMS, r"token 1 is 256; token ids are integers in \[0, 256\)"),
     ([1, -3], PARAMS, "token 1 is -3"),
     ([1, True], PARAMS, "token 1 is True"),
+    ([1, 2, 2.0], PARAMS, "token 2 is 2.0"),
+    ((5, None), PARAMS, "token 1 is None"),
     ("1,2", PARAMS, "list of token ids"),
     ([1] * (MAX_MODEL_LEN - 3), PARAMS, f"needs {MAX_MODEL_LEN + 1} positions"),
     ([1, 2], {"temperature": 0.5}, "SamplingParams"),
@@ -38,6 +40,15 @@ def test_bad_requests_are_refused_and_disturb_nothing(tiny_dir, clean_outputs, p
     done = {o.request_id: o for o in engine.run()}
     for rid, ref in zip(ids, clean_outputs):
         assert compare_traces(done[rid].trace, ref.trace).agree and done[rid].token_ids == ref.token_ids
+
+
+def test_numpy_integer_token_ids_are_accepted_as_ints(tiny_dir):
+    import numpy as np
+
+    engine = LLMEngine(tiny_dir, EngineConfig(**SMALL_ENGINE))
+    rid = engine.add_request([np.int64(t) for t in GOOD[0]], PARAMS)
+    out = {o.request_id: o for o in engine.run()}[rid]
+    assert out.prompt_token_ids == tuple(GOOD[0]) and all(type(t) is int for t in out.prompt_token_ids)
 
 
 @pytest.mark.parametrize("kwargs, message", [
