@@ -1,8 +1,10 @@
 """Paged causal attention, second half: merge a token's KV segment states in ascending order.
 
-Program (t, h) reads the unnormalised online-softmax states (m, l, acc) that the first half
-(kernels/attention.py) stored for token t, head h and each segment first .. pos // SEG, merges
-them in ascending segment order with the online-softmax rescaling
+Program (t, j) takes heads h = j * BLOCK_H .. (j + 1) * BLOCK_H - 1 of token t (BLOCK_H is 1 for
+decode steps, a few heads for launches with more tokens than requests: a long prefill had one
+one-warp program per token and head). For each head it reads the unnormalised online-softmax
+states (m, l, acc) that the first half (kernels/attention.py) stored for token t, head h and each
+segment first .. pos // SEG, merges them in ascending segment order with the online-softmax rescaling
 
     m' = max(m, m_s), l' = l * exp(m - m') + l_s * exp(m_s - m'), acc' = acc * exp(m - m') + acc_s * exp(m_s - m'),
 
@@ -10,7 +12,8 @@ and stores ``acc / l`` as the token's output. ``first`` is 0, or with a sliding 
 (WINDOW = W > 0) the segment of the token's window start max(pos - W + 1, 0): the segments
 before it hold no key the token sees (their states are the empty (-inf, +0, +0)) and are not
 read. The segments and their order are a function of the token's position alone (SEG and W are
-static constants), so the merge is the same in any batch, chunking or decode step; segments
+static constants), so the merge is the same in any batch, chunking or decode step (every
+operation is elementwise per head, so BLOCK_H changes no value either); segments
 past the token's own are never read (the first half stores nothing there for it, so they may
 hold anything). The first merged segment holds the first key the query sees (key 0 or its
 window start), so the merge starts from a finite state, and every merged segment holds a
@@ -38,32 +41,33 @@ __all__ = ["attention_combine_kernel", "check_attention_combine", "launch_attent
 def attention_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, flag_ptr, query_start_ptr, seq_lens_ptr, seq_idx_ptr,
                              stride_mt, stride_mh, stride_at, stride_ah, stride_ot, stride_oh, stride_ft,
                              D: tl.constexpr, SEG: tl.constexpr, DTYPE: tl.constexpr, CHECK: tl.constexpr,
-                             WINDOW: tl.constexpr = 0, PDL: tl.constexpr = False):
+                             WINDOW: tl.constexpr = 0, PDL: tl.constexpr = False, BLOCK_H: tl.constexpr = 1):
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32; out: [T, Hq, D]
-    # flag: [T, Hq] float32 (unit stride on the head)
+    # flag: [T, Hq] float32 (unit stride on the head); BLOCK_H divides Hq
     # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
     if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
-    head = tl.program_id(1)
+    heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)  # [BLOCK_H]: this program's heads
     seq = tl.load(seq_idx_ptr + row)
     q_start = tl.load(query_start_ptr + seq)
     q_end = tl.load(query_start_ptr + seq + 1)
     position = tl.load(seq_lens_ptr + seq) - (q_end - q_start) + (row - q_start)
     offs_d = tl.arange(0, D)
-    state = row * stride_mt + head * stride_mh
-    partial = row * stride_at + head * stride_ah + offs_d
+    state = row * stride_mt + heads * stride_mh  # [BLOCK_H]
+    partial = row * stride_at + heads[:, None] * stride_ah + offs_d[None, :]  # [BLOCK_H, D]
     # The first merged segment holds the first key the query sees (key 0, or with a window its
     # window start): its state is finite (l >= 1) and starts the merge; every later segment up to
     # the query's own also holds a visible key (the visible keys are contiguous), so no maximum is -inf.
+    # Every head's arithmetic is elementwise and the same for any BLOCK_H.
     first = 0
     if WINDOW > 0:
         first = tl.maximum(position - WINDOW + 1, 0) // SEG
     m_all = tl.load(m_ptr + state + first)
     l_all = tl.load(l_ptr + state + first)
     acc = tl.load(acc_ptr + partial + first * D)
-    bad = 0.0
+    bad = tl.zeros([BLOCK_H], dtype=tl.float32)
     if CHECK:  # |x| < inf is false exactly for inf and NaN
         bad = tl.where(tl.abs(m_all) < float("inf"), 0.0, 1.0)
     for s in range(first + 1, position // SEG + 1):
@@ -74,16 +78,16 @@ def attention_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, flag_ptr, query_sta
         alpha = tl.exp(m_all - m_new)
         beta = tl.exp(m_s - m_new)
         l_all = l_all * alpha + tl.load(l_ptr + state + s) * beta
-        acc = acc * alpha + tl.load(acc_ptr + partial + s * D) * beta
+        acc = acc * alpha[:, None] + tl.load(acc_ptr + partial + s * D) * beta[:, None]
         m_all = m_new
-    quotient = acc / l_all
+    quotient = acc / l_all[:, None]
     out = quotient.to(DTYPE)
-    tl.store(out_ptr + row * stride_ot + head * stride_oh + offs_d, out)
+    tl.store(out_ptr + row * stride_ot + heads[:, None] * stride_oh + offs_d[None, :], out)
     if CHECK:  # a non-finite l or acc of any merged segment stays non-finite through the merge
         bad = tl.maximum(bad, tl.where(tl.abs(l_all) < float("inf"), 0.0, 1.0))
-        bad = tl.maximum(bad, tl.max(tl.where(tl.abs(quotient) < float("inf"), 0.0, 1.0), axis=0))
-        bad = tl.maximum(bad, tl.max(tl.where(tl.abs(out) < float("inf"), 0.0, 1.0), axis=0))
-    tl.store(flag_ptr + row * stride_ft + head, bad)
+        bad = tl.maximum(bad, tl.max(tl.where(tl.abs(quotient) < float("inf"), 0.0, 1.0), axis=1))
+        bad = tl.maximum(bad, tl.max(tl.where(tl.abs(out) < float("inf"), 0.0, 1.0), axis=1))
+    tl.store(flag_ptr + row * stride_ft + heads, bad)
 
 
 def check_attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, query_start_loc: torch.Tensor,
@@ -100,6 +104,8 @@ def check_attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor,
     c, static = entry.constexpr_dict(), entry.static_dict()
     assert entry.kernel == "attention_combine", f"entry {entry.key} is not an attention_combine entry"
     num_heads, head_dim = static["num_heads"], c["D"]
+    assert c["BLOCK_H"] >= 1 and num_heads % c["BLOCK_H"] == 0, \
+        f"BLOCK_H {c['BLOCK_H']} must divide the {num_heads} query heads (a program merges BLOCK_H heads)"
     assert out.dim() == 3 and tuple(out.shape[1:]) == (num_heads, head_dim) and out.is_contiguous(), \
         f"out must be a contiguous [T, {num_heads}, {head_dim}] tensor, got {tuple(out.shape)}"
     assert dtype_name(out.dtype) == c["DTYPE"], f"out must be {c['DTYPE']}"
@@ -128,12 +134,12 @@ def check_attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor,
 def launch_attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, query_start_loc: torch.Tensor,
                              seq_lens: torch.Tensor, seq_idx: torch.Tensor, out: torch.Tensor, nonfinite: torch.Tensor,
                              entry: PlanEntry) -> None:
-    """Check the contract, then launch attention_combine_kernel on grid (T, Hq)."""
+    """Check the contract, then launch attention_combine_kernel on grid (T, Hq / BLOCK_H)."""
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32; out: [T, Hq, D]; nonfinite: [T, Hq] fp32
     check_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, nonfinite, entry)
     if out.shape[0] == 0:
         return
-    attention_combine_kernel[(out.shape[0], out.shape[1])](
+    attention_combine_kernel[(out.shape[0], out.shape[1] // entry.constexpr_dict()["BLOCK_H"])](
         m, l, acc, out, nonfinite, query_start_loc, seq_lens, seq_idx,
         m.stride(0), m.stride(1), acc.stride(0), acc.stride(1), out.stride(0), out.stride(1), nonfinite.stride(0),
         **launch_kwargs(entry))

@@ -12,7 +12,8 @@ from functools import lru_cache
 from kernels.launch_config import (LaunchConfig, _as_float32, _check_dtype, _check_positive, _is_pow2, _make,
                                    _unchecked)
 
-__all__ = ["attention_keys", "paged_attention_config", "decode_attention_config", "attention_combine_config"]
+__all__ = ["attention_keys", "paged_attention_config", "decode_attention_config", "attention_combine_config",
+           "prefill_combine_heads"]
 
 # Paged attention tile: query tokens per block (times the head group, the tile rows; >= 16 for
 # tl.dot) and keys per KV tile.
@@ -29,6 +30,10 @@ ATTENTION_STAGES = 2
 # plans serve the CPU path and the tests, whose prompts are short: one tile per segment, so that
 # a prompt of a few hundred tokens already crosses segment boundaries and exercises the merge.
 SEGMENT_TILES = {"bfloat16": 8, "float32": 1}
+# Heads a merge program takes in launches with more tokens than requests (prefill): one program
+# per token and head made a 4 x 4,096 prefill's 16 merges 10 ms on an H200, 8 heads 2.4 ms; a
+# decode step keeps one head per program (its few tokens need the parallelism at long contexts).
+PREFILL_COMBINE_HEADS = 8
 
 
 def _window_suffix(window: int) -> str:
@@ -132,24 +137,38 @@ def decode_attention_config(*, num_heads: int, num_kv_heads: int, head_dim: int,
                  full.num_warps, full.num_stages, {**full.static_dict(), "decode": True})
 
 
+def prefill_combine_heads(num_heads: int) -> int:
+    """Heads per merge program in launches with more tokens than requests: the largest power of
+    two up to PREFILL_COMBINE_HEADS that divides ``num_heads`` (1: no prefill bucket)."""
+    heads = PREFILL_COMBINE_HEADS
+    while num_heads % heads:
+        heads //= 2
+    return heads
+
+
 @lru_cache(maxsize=None)
 def attention_combine_config(*, num_heads: int, head_dim: int, seg: int, dtype: str,
-                             check_finite: bool = True, window: int = 0) -> LaunchConfig:
-    """Second half of the split KV walk: one program per (token, query head) merges the token's
-    segment states in ascending order. ``seg`` is the SEG of the paged_attention entry whose
-    states it merges. One warp: a program merges a few [head_dim] rows. ``check_finite`` (CHECK)
-    also flags a non-finite state or output (kernels/finiteness.py); off, the key ends in
-    ``_unchecked``. ``window`` (WINDOW, key suffix ``_w512``, only when set) is the sliding
-    window of that entry: the merge starts at the segment of the token's window start, the
-    first one holding a key the token sees.
+                             check_finite: bool = True, window: int = 0, block_h: int = 1) -> LaunchConfig:
+    """Second half of the split KV walk: program (token, j) merges the segment states of query
+    heads j * block_h .. (j + 1) * block_h - 1 of the token, each in ascending segment order.
+    ``seg`` is the SEG of the paged_attention entry whose states it merges. One warp: a program
+    merges a few [head_dim] rows. ``check_finite`` (CHECK) also flags a non-finite state or output
+    (kernels/finiteness.py); off, the key ends in ``_unchecked``. ``window`` (WINDOW, key suffix
+    ``_w512``, only when set) is the sliding window of that entry: the merge starts at the segment
+    of the token's window start, the first one holding a key the token sees. ``block_h`` > 1
+    (BLOCK_H, dividing num_heads; key suffix ``_h8``) is the prefill bucket's entry
+    (:func:`prefill_combine_heads`): the same elementwise arithmetic per head.
     """
-    _check_positive(num_heads=num_heads, head_dim=head_dim, seg=seg)
+    _check_positive(num_heads=num_heads, head_dim=head_dim, seg=seg, block_h=block_h)
     _check_dtype(dtype)
     if not _is_pow2(head_dim):
         raise ValueError(f"attention combine needs a power-of-two head_dim, got {head_dim}")
-    suffix = _window_suffix(window) + _unchecked(check_finite)
+    if num_heads % block_h or not _is_pow2(block_h):
+        raise ValueError(f"attention combine heads per program {block_h} must be a power of two dividing "
+                         f"the {num_heads} query heads")
+    suffix = _window_suffix(window) + _unchecked(check_finite) + (f"_h{block_h}" if block_h > 1 else "")
     return _make("attention_combine", f"hq{num_heads}_d{head_dim}_s{seg}{suffix}",
                  {"D": head_dim, "SEG": seg, "DTYPE": dtype, "CHECK": int(check_finite),
-                  **({"WINDOW": window} if window else {})}, 1, 1,
+                  **({"WINDOW": window} if window else {}), "BLOCK_H": block_h}, 1, 1,
                  {"num_heads": num_heads, "head_dim": head_dim, "seg": seg, "dtype": dtype,
                   "check_finite": check_finite, **({"window": window} if window else {})})

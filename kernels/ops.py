@@ -252,15 +252,20 @@ def attention_entries(q: torch.Tensor, k_cache: torch.Tensor, block_table: torch
     A launch of no more tokens than requests (one query per request: a decode step) takes the
     decode bucket's tile where the shape has one (kernels/attention_configs.py
     ``decode_attention_config``); the choice changes no bits (the trusted ``dot-tile-shape``).
+    Other launches merge several heads per program (``prefill_combine_heads``): elementwise
+    arithmetic, the same per head.
     """
     # q: [T, Hq, D]; k_cache: [num_pages, page_size, Hkv, D]; block_table: [B, max_pages]
     shape = dict(num_heads=q.shape[1], num_kv_heads=k_cache.shape[2], head_dim=q.shape[-1],
                  page_size=k_cache.shape[1], scale=scale, dtype=dtype_name(q.dtype), window=window, softcap=softcap)
-    decode = configs.decode_attention_config(**shape) if q.shape[0] <= block_table.shape[0] else None
+    is_decode = q.shape[0] <= block_table.shape[0]
+    decode = configs.decode_attention_config(**shape) if is_decode else None
     entry = require(decode or configs.paged_attention_config(**shape))
     combine = require(configs.attention_combine_config(num_heads=q.shape[1], head_dim=q.shape[-1],
                                                        seg=entry.constexpr_dict()["SEG"], dtype=dtype_name(q.dtype),
-                                                       check_finite=_checks_finite(), window=window))
+                                                       check_finite=_checks_finite(), window=window,
+                                                       block_h=1 if is_decode else configs.prefill_combine_heads(
+                                                           q.shape[1])))
     return entry, combine
 
 

@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 from evidence_db.canonical import digest_of, file_digest
 from kernels.configs import (LaunchConfig, attention_combine_config, decode_attention_config, decode_matmul_config,
+                             prefill_combine_heads,
                              embedding_config, gelu_tanh_mul_config, linear_configs, logit_softcap_config,
                              matmul_combine_norm_config, matmul_silu_configs, matmul_splits, paged_attention_config,
                              prefill_matmul_config, rms_norm_config, rope_store_kv_config, silu_mul_config)
@@ -239,9 +240,11 @@ def _configs_for(shape: ModelShape) -> list[tuple[LaunchConfig, str]]:
                                          softcap=s.attn_softcap)
         if decode is not None:  # the decode bucket's tile (same KV tiles, segments and order)
             configs.append((decode, "attention"))
-        configs.append((attention_combine_config(num_heads=s.num_heads, head_dim=s.head_dim,
-                                                 seg=attention.constexpr_dict()["SEG"], dtype=dt,
-                                                 check_finite=s.check_finite, window=window), "attention"))
+        for block_h in sorted({1, prefill_combine_heads(s.num_heads)}):  # decode's merge; prefill's, if other
+            configs.append((attention_combine_config(num_heads=s.num_heads, head_dim=s.head_dim,
+                                                     seg=attention.constexpr_dict()["SEG"], dtype=dt,
+                                                     check_finite=s.check_finite, window=window, block_h=block_h),
+                            "attention"))
     return configs
 
 

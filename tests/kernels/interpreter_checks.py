@@ -349,7 +349,8 @@ def check_attention(dtype: torch.dtype) -> str:
     failures = schedule_failures(request, chunks, companions, [0, 1, 0, 0], page_size=16, scale=scale, seed=3,
                                  poison="nan", attention=triton_attention)
     assert not failures, failures
-    return "prefill = chunked = decode bitwise, NaN neighbours and poisoned slots ignored"
+    return ("prefill (merges of 2 heads a program) = chunked = decode (1 head) bitwise, NaN neighbours and "
+            "poisoned slots ignored")
 
 
 def check_finiteness(dtype: torch.dtype) -> str:
@@ -359,11 +360,14 @@ def check_finiteness(dtype: torch.dtype) -> str:
     store = require(configs.rope_store_kv_config(num_heads=2, num_kv_heads=1, head_dim=16, page_size=16,
                                                  dtype="float32"))
     failures = rope_store_kv_flag_failures(launch_rope_store_kv, store)
-    combine = require(configs.attention_combine_config(num_heads=2, head_dim=16, seg=128, dtype="float32"))
-    failures += combine_flag_failures(launch_attention_combine, combine)
+    for block_h in (1, 2):  # one head per program (decode steps) and the prefill bucket's two
+        combine = require(configs.attention_combine_config(num_heads=2, head_dim=16, seg=128, dtype="float32",
+                                                           block_h=block_h))
+        failures += combine_flag_failures(launch_attention_combine, combine)
     failures += attention_flag_failures(triton_attention, num_heads=2, num_kv_heads=1, head_dim=16, page_size=16)
     assert not failures, failures[:5]
-    return "rope_store_kv and combine flag exactly the poisoned (token, head); q, K/V and overflow caught"
+    return ("rope_store_kv and combine (1 and 2 heads a program) flag exactly the poisoned (token, head); "
+            "q, K/V and overflow caught")
 
 
 CHECKS: dict[str, Callable[[torch.dtype], str]] = {

@@ -176,6 +176,44 @@ def test_the_attention_decode_bucket_keeps_the_kv_tiles_segments_and_order(name)
                 (num_tokens, num_seqs, walk.key)
 
 
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_the_merge_takes_several_heads_a_program_only_outside_decode_steps(name):
+    """Each merge entry has a prefill-bucket twin differing in BLOCK_H alone (a power of two up to 8
+    dividing the head count) where the head count allows more than one, and ops chooses it for
+    launches of more tokens than requests."""
+    import torch
+
+    from kernels import ops
+    from kernels.launch import use_plan
+
+    plan = preset_plan(name)
+    s = plan.shape
+    merges = {e.key: e for e in plan.entries if e.kernel == "attention_combine"}
+    heads = configs.prefill_combine_heads(s.num_heads)
+    assert 1 <= heads <= 8 and s.num_heads % heads == 0 and heads & (heads - 1) == 0
+    assert heads == 8 or s.num_heads % (2 * heads)  # the largest such power
+    singles = {k: e for k, e in merges.items() if e.constexpr_dict()["BLOCK_H"] == 1}
+    assert len(merges) == len(singles) * (2 if heads > 1 else 1)
+    for key, entry in merges.items():
+        if entry.constexpr_dict()["BLOCK_H"] > 1:
+            twin = singles[key.removesuffix(f"_h{heads}")].constexpr_dict()
+            assert {**entry.constexpr_dict(), "BLOCK_H": 1} == twin
+    dtype = getattr(torch, s.dtype)
+    k_cache = torch.empty(4, s.page_size, s.num_kv_heads, s.head_dim, dtype=dtype)
+    with use_plan(plan):
+        for num_tokens, num_seqs in ((1, 1), (4, 4), (5, 4), (64, 1)):
+            q = torch.empty(num_tokens, s.num_heads, s.head_dim, dtype=dtype)
+            _, merge = ops.attention_entries(q, k_cache, torch.zeros(num_seqs, 2, dtype=torch.int32),
+                                             s.attention_scale)
+            assert merge.constexpr_dict()["BLOCK_H"] == (1 if num_tokens <= num_seqs else heads)
+
+
+def test_a_merge_entry_refuses_heads_a_program_that_do_not_divide_the_heads():
+    with pytest.raises(ValueError, match="must be a power of two dividing the 12 query heads"):
+        configs.attention_combine_config(num_heads=12, head_dim=64, seg=1024, dtype="bfloat16", block_h=8)
+    assert configs.prefill_combine_heads(12) == 4 and configs.prefill_combine_heads(7) == 1
+
+
 def test_split_and_vocabulary_weights_have_no_decode_bucket():
     assert configs.decode_matmul_config(n=128256, k=2048, dtype="bfloat16", has_bias=False,
                                         out_dtype="float32") is None  # already at the copy rate
