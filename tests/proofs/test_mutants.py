@@ -26,6 +26,7 @@ CASES = [
     ("split_partial_sized_by_block", "attention_partial_kernel", {}, "folds live elements of q_ptr"),
     ("denominator_over_rows", "attention_partial_kernel", {}, "the right operand of tl.dot"),
     ("split_combine_past_segment", "attention_combine_kernel", {}, "element of m_ptr is related (index)"),
+    ("merge_heads_other_row", "attention_combine_kernel", {}, "element of acc_ptr is related (index)"),
     ("split_count_from_m", "matmul_split_kernel", {}, "folds live elements of x_ptr"),
     ("combine_order_from_m", "matmul_combine_kernel", {}, "element of partial_ptr is related (index)"),
     ("split_atomic_combine", "matmul_split_atomic_kernel", {}, "atomic accumulation"),

@@ -14,7 +14,7 @@ def test_tiny_plan_entry_is_verified(target):
 
 
 @pytest.mark.parametrize("key", ["paged_attention.hq32_hkv8_d64_p16", "paged_attention.hq32_hkv8_d64_p16_q4",
-                                 "attention_combine.hq32_d64_s1024",
+                                 "attention_combine.hq32_d64_s1024", "attention_combine.hq32_d64_s1024_h8",
                                  "matmul.n128256_k2048_out_float32", "rope_store_kv.hq32_hkv8_d64_p16",
                                  "matmul.n3072_k2048", "matmul.n2048_k8192",
                                  # K ranges side by side (decode bucket): 2 ranges for qkv, 4 for down
