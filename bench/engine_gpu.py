@@ -133,15 +133,17 @@ def main(argv: list[str] | None = None) -> int:
     wanted = {p for p in args.parts.split(",") if p} | {"checkpoint"}
     if wanted - set(PARTS):
         parser.error(f"unknown part(s) {', '.join(sorted(wanted - set(PARTS)))}; known: {', '.join(PARTS)}")
-    if not torch.cuda.is_available():
-        print("bench/engine_gpu.py needs a CUDA GPU; torch.cuda.is_available() is False", file=sys.stderr)
-        return 2
     budget, config = Budget(args.budget_s), run_config(args.quick)
     if args.contexts:
         try:
             config["contexts"] = [int(c) for c in args.contexts.split(",") if c]
         except ValueError:
             parser.error(f"--contexts {args.contexts!r}: give comma-separated token counts, e.g. 0,1024")
+        if not config["contexts"] or min(config["contexts"]) < 0:
+            parser.error(f"--contexts {args.contexts!r}: give one or more token counts of at least 0")
+    if not torch.cuda.is_available():
+        print("bench/engine_gpu.py needs a CUDA GPU; torch.cuda.is_available() is False", file=sys.stderr)
+        return 2
     args.out.mkdir(parents=True, exist_ok=True)
     scratch = None if args.model_dir else Path(tempfile.mkdtemp(prefix="bitcase-llama-1b-"))
     run = Run(args.out, config, wanted, preset("llama-1b"))

@@ -93,3 +93,15 @@ def test_collector_pauses_times_full_passes_and_freezes_only_inside():
     with collector_pauses(freeze=False) as pauses:
         assert gc.get_freeze_count() == 0
     assert pauses == []
+
+
+def test_bad_decode_contexts_are_a_usage_error_before_anything_runs(tmp_path, capsys):
+    import pytest
+
+    from bench import engine_gpu
+
+    for contexts, reason in (("a,b", "comma-separated token counts"), ("-5", "at least 0"), (",", "at least 0")):
+        with pytest.raises(SystemExit) as exc:
+            engine_gpu.main(["--out", str(tmp_path / "out"), "--contexts", contexts])
+        assert exc.value.code == 2 and reason in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
