@@ -6,8 +6,8 @@ Makes one llama-1b checkpoint, then runs ``bench/engine_gpu.py --parts copy_rate
 decode_profile`` on it in this tree ("new"), in each ``--variant NAME=DIR`` and in BASE_TREE, one
 process after another in that order every round, so every tree sees the same checkpoint, GPU and
 drift of the machine. Writes each process's ``engine_gpu.json`` as ``DIR/TREE-N.json`` and
-``DIR/ab.md``: per round, tree and context, decode tokens/s (CUDA graphs, overlapped, median of the
-process's runs), the graph replay's GPU time and plan launches a step; then each tree's medians over
+``DIR/ab.md``: per round, tree and context, decode tokens/s and step time (CUDA graphs, overlapped,
+medians of the process's runs), the graph replay's GPU time and plan launches a step; then each tree's medians over
 the rounds with their ratios to base's.
 """
 
@@ -47,7 +47,8 @@ def _one(tree: Path, model_dir: Path, out: Path, budget_s: float, extra: list[st
 
 
 def _decode(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per context: decode tokens/s median, graph replay ms and plan launches a step."""
+    """Per context: decode tokens/s and step ms (medians of the process's runs), graph replay ms and
+    plan launches a step."""
     parts = results.get("parts", {})
     graphs = (parts.get("engine_decode", {}).get("result") or {}).get("graphs", {})
     profile = parts.get("decode_profile", {}).get("result") or {}
@@ -55,6 +56,7 @@ def _decode(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     for context in sorted({*graphs, *profile}, key=int):
         g, p = graphs.get(context, {}), profile.get(context, {})
         out[context] = {"tokens_per_s": (g.get("tokens_per_s") or {}).get("median"),
+                        "step_ms": (g.get("step_ms") or {}).get("median"),
                         "graph_gpu_ms": p.get("graph_gpu_ms"), "launches": p.get("plan_launches_per_step")}
     return out
 
@@ -67,11 +69,13 @@ def summary(rounds: list[dict[str, dict[str, Any]]]) -> str:
     """Markdown: every round's figures by tree, then each tree's medians over the rounds against base's."""
     sides = list(rounds[0])
     contexts = sorted({c for r in rounds for side in r.values() for c in side}, key=int)
-    lines = ["| round | tree | " + " | ".join(f"{int(c):,}: tok/s, graph ms" for c in contexts) + " | launches |",
-             "|---|---|" + "---|" * len(contexts) + "---|"]
+    # a step slower than its graph replay by more than the launch gap: the host set its pace
+    lines = ["| round | tree | " + " | ".join(f"{int(c):,}: tok/s, step ms, graph ms" for c in contexts)
+             + " | launches |", "|---|---|" + "---|" * len(contexts) + "---|"]
     for i, r in enumerate(rounds, 1):
         for side in sides:
             cells = [f"{_fmt(r[side].get(c, {}).get('tokens_per_s'), ',.0f')}, "
+                     f"{_fmt(r[side].get(c, {}).get('step_ms'), '.3f')}, "
                      f"{_fmt(r[side].get(c, {}).get('graph_gpu_ms'), '.3f')}" for c in contexts]
             launches = {r[side][c].get("launches") for c in r[side]} - {None}
             lines.append(f"| {i} | {side} | " + " | ".join(cells) + f" | {_fmt(max(launches, default=None), 'd')} |")
