@@ -166,7 +166,7 @@ def attention_combine_config(*, num_heads: int, head_dim: int, seg: int, dtype: 
     if num_heads % block_h or not _is_pow2(block_h):
         raise ValueError(f"attention combine heads per program {block_h} must be a power of two dividing "
                          f"the {num_heads} query heads")
-    suffix = _window_suffix(window) + _unchecked(check_finite) + (f"_h{block_h}" if block_h > 1 else "")
+    suffix = _window_suffix(window) + (f"_h{block_h}" if block_h > 1 else "") + _unchecked(check_finite)
     return _make("attention_combine", f"hq{num_heads}_d{head_dim}_s{seg}{suffix}",
                  {"D": head_dim, "SEG": seg, "DTYPE": dtype, "CHECK": int(check_finite),
                   **({"WINDOW": window} if window else {}), "BLOCK_H": block_h}, 1, 1,

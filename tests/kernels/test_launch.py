@@ -79,14 +79,16 @@ def test_configurations_change_with_token_count_only_at_the_buckets():
     middle = {_layer_launches(t, kv) for t, kv in [(17, 17), (33, 33), (63, 130)]}
     prefill = {_layer_launches(t, kv) for t, kv in [(64, 64), (100, 230)]}  # PREFILL_ROWS["float32"] = 64
     # the KV length never matters; the row count only at DECODE_ROWS and PREFILL_ROWS, and for
-    # attention at one query per request (the attention decode bucket)
+    # attention at one query per request (the attention decode bucket: its walk and its merge)
     assert len(one_query) == len(decode) == len(middle) == len(prefill) == 1
     (single,), (small,), (mid,), (large,) = one_query, decode, middle, prefill
     changed = sorted(single ^ small)
-    assert [kernel for kernel, _, _ in changed] == ["paged_attention"] * 2
-    (_, key_a, cfg_a), (_, key_b, cfg_b) = changed
+    assert [kernel for kernel, _, _ in changed] == ["attention_combine"] * 2 + ["paged_attention"] * 2
+    (_, merge_a, merge_cfg_a), (_, merge_b, merge_cfg_b), (_, key_a, cfg_a), (_, key_b, cfg_b) = changed
     assert {key_a, key_b} == {"paged_attention.hq4_hkv2_d16_p16", "paged_attention.hq4_hkv2_d16_p16_q8"}
     assert {n for n, v in set(cfg_a) ^ set(cfg_b)} == {"BLOCK_Q"}  # same KV tiles, segments and order
+    assert {merge_a, merge_b} == {"attention_combine.hq4_d16_s128", "attention_combine.hq4_d16_s128_h4"}
+    assert {n for n, v in set(merge_cfg_a) ^ set(merge_cfg_b)} == {"BLOCK_H"}  # heads a program alone
     # 9 per layer: o_proj runs the split-K pair, gate/up one launch with SiLU in its epilogue
     assert len(small) == len(mid) == len(large) == 9
 

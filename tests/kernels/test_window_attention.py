@@ -146,14 +146,15 @@ def test_full_causal_plan_entries_are_unchanged():
     assert tiny.entry("paged_attention.hq4_hkv2_d16_p16").constexpr_dict() == {
         "BLOCK_G": 2, "BLOCK_N": 128, "BLOCK_Q": 16, "D": 16, "DTYPE": "float32", "GROUP": 2, "PAGE_SIZE": 16,
         "SCALE": 0.25, "SEG": 128}
+    # BLOCK_H (heads a merge program) came later, with the prefill bucket's merge entry (_h4)
     assert tiny.entry("attention_combine.hq4_d16_s128").constexpr_dict() == {
-        "CHECK": 1, "D": 16, "DTYPE": "float32", "SEG": 128}
+        "CHECK": 1, "D": 16, "DTYPE": "float32", "SEG": 128, "BLOCK_H": 1}
     llama = preset_plan("llama-1b")
     assert llama.entry("paged_attention.hq32_hkv8_d64_p16").constexpr_dict()["BLOCK_N"] == 128
     assert llama.entry("paged_attention.hq32_hkv8_d64_p16").constexpr_dict()["SEG"] == 1024
     for name in ("tiny", "llama-1b", "qwen3-0.6b", "mistral-7b"):
-        keys = [k for k in preset_plan(name).keys() if "attention" in k]  # with the decode bucket's walk
-        assert len(keys) == 3 and not any("_w" in k or "_cap" in k for k in keys), keys
+        keys = [k for k in preset_plan(name).keys() if "attention" in k]  # with the decode and prefill buckets
+        assert len(keys) == 4 and not any("_w" in k or "_cap" in k for k in keys), keys
 
 
 def test_windowed_plans_hold_one_pair_per_window_and_wide_heads_take_64_key_tiles():
@@ -161,7 +162,8 @@ def test_windowed_plans_hold_one_pair_per_window_and_wide_heads_take_64_key_tile
                        intermediate_size=256, vocab_size=256, dtype="bfloat16", attention_windows=(0, 512),
                        attn_softcap=50.0)
     keys = [k for k in plan_for(shape).keys() if "attention" in k]
-    assert keys == ["attention_combine.hq4_d256_s512", "attention_combine.hq4_d256_s512_w512",
+    assert keys == ["attention_combine.hq4_d256_s512", "attention_combine.hq4_d256_s512_h4",
+                    "attention_combine.hq4_d256_s512_w512", "attention_combine.hq4_d256_s512_w512_h4",
                     "paged_attention.hq4_hkv1_d256_p16_cap50", "paged_attention.hq4_hkv1_d256_p16_cap50_q4",
                     "paged_attention.hq4_hkv1_d256_p16_w512_cap50", "paged_attention.hq4_hkv1_d256_p16_w512_cap50_q4"]
     entry = plan_for(shape).entry("paged_attention.hq4_hkv1_d256_p16_w512_cap50").constexpr_dict()
