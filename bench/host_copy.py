@@ -89,8 +89,13 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(-1).view(torch.uint8)
 
 
-class PackedForeach(HostLogits):
-    """The packed slot filled by one ``torch._foreach_copy_`` of byte views, under ``torch.cuda.stream``."""
+class PackedUnderStreamContext(HostLogits):
+    """The packed slot with the copy stream entered through ``torch.cuda.stream``; filled by one
+    ``copy_`` per source (``foreach=False``) or by one ``torch._foreach_copy_`` of byte views."""
+
+    def __init__(self, *, foreach: bool, **sizes: int) -> None:
+        super().__init__(**sizes)
+        self._foreach = foreach
 
     def start(self, logits, tokens, num_rows, nonfinite, input_ids=None) -> HostFetch:
         slot = (self._last + 1) % len(self._host)
@@ -105,32 +110,11 @@ class PackedForeach(HostLogits):
         if input_ids is not None:
             targets.append(device.inputs[:n])
             sources.append(input_ids[:n])
-        torch._foreach_copy_([_bytes(t) for t in targets], [_bytes(s) for s in sources])
-        self._staged[slot].record(step_stream)
-        self._copy_stream.wait_event(self._staged[slot])
-        used = device.used_bytes(n)
-        with torch.cuda.stream(self._copy_stream):
-            self._host[slot].raw[:used].copy_(device.raw[:used], non_blocking=True)
-            self._copied[slot].record(self._copy_stream)
-        return HostFetch(slot, num_rows, input_ids is not None, num_flags)
-
-
-class PackedStreamContext(HostLogits):
-    """The engine's packed form, switching to the copy stream with ``torch.cuda.stream`` instead."""
-
-    def start(self, logits, tokens, num_rows, nonfinite, input_ids=None) -> HostFetch:
-        slot = (self._last + 1) % len(self._host)
-        wait(self._readers[slot])
-        self._readers[slot] = []
-        self._last = slot
-        step_stream, n, num_flags = torch.cuda.current_stream(), num_rows, nonfinite.shape[0]
-        step_stream.wait_event(self._copied[slot])
-        device = self._device[slot]
-        device.flags[:num_flags].copy_(nonfinite)
-        device.logits[:n].copy_(logits[:n])
-        device.tokens[:n].copy_(tokens[:n])
-        if input_ids is not None:
-            device.inputs[:n].copy_(input_ids[:n])
+        if self._foreach:
+            torch._foreach_copy_([_bytes(t) for t in targets], [_bytes(s) for s in sources])
+        else:
+            for target, source in zip(targets, sources):
+                target.copy_(source)
         self._staged[slot].record(step_stream)
         self._copy_stream.wait_event(self._staged[slot])
         used = device.used_bytes(n)
@@ -154,8 +138,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     sizes = dict(max_num_rows=16, vocab_size=args.vocab, max_num_flags=max(16, args.rows))
     variants: dict[str, Any] = {"packed (engine)": HostLogits(**sizes),
-                                "packed, torch.cuda.stream": PackedStreamContext(**sizes),
-                                "packed, one foreach copy": PackedForeach(**sizes), "eight copies": EightCopies(**sizes)}
+                                "packed, torch.cuda.stream": PackedUnderStreamContext(foreach=False, **sizes),
+                                "packed, one foreach copy": PackedUnderStreamContext(foreach=True, **sizes),
+                                "eight copies": EightCopies(**sizes)}
     logits = torch.randn(16, args.vocab, device="cuda")
     logits[0, 1] = float("nan")
     tokens = torch.randint(0, args.vocab, (16,), device="cuda")
