@@ -45,19 +45,24 @@ class _Slot:
 
     def __init__(self, raw: torch.Tensor, *, max_num_rows: int, vocab_size: int, max_num_flags: int) -> None:
         r, f = max_num_rows, max_num_flags
+        tokens_at, self.logits_at = self._offsets(max_num_rows=r, max_num_flags=f)
         self.raw = raw
         self.flags = raw[:4 * f].view(torch.float32)  # [F]
-        tokens_at = -(-4 * f // 8) * 8
         self.tokens = raw[tokens_at:tokens_at + 8 * r].view(torch.int64)  # [R]
         self.inputs = raw[tokens_at + 8 * r:tokens_at + 16 * r].view(torch.int64)  # [R]
-        self.logits_at = -(-(tokens_at + 16 * r) // 256) * 256
         self.row_bytes = 4 * vocab_size
         self.logits = raw[self.logits_at:].view(torch.float32).view(r, vocab_size)  # [R, V]
 
     @staticmethod
-    def num_bytes(*, max_num_rows: int, vocab_size: int, max_num_flags: int) -> int:
+    def _offsets(*, max_num_rows: int, max_num_flags: int) -> tuple[int, int]:
+        """Byte offsets of the tokens (8-aligned, after the flags) and of the rows (256-aligned)."""
         tokens_at = -(-4 * max_num_flags // 8) * 8
-        return -(-(tokens_at + 16 * max_num_rows) // 256) * 256 + 4 * max_num_rows * vocab_size
+        return tokens_at, -(-(tokens_at + 16 * max_num_rows) // 256) * 256
+
+    @staticmethod
+    def num_bytes(*, max_num_rows: int, vocab_size: int, max_num_flags: int) -> int:
+        logits_at = _Slot._offsets(max_num_rows=max_num_rows, max_num_flags=max_num_flags)[1]
+        return logits_at + 4 * max_num_rows * vocab_size
 
     def used_bytes(self, num_rows: int) -> int:
         return self.logits_at + num_rows * self.row_bytes
