@@ -125,15 +125,18 @@ def launch(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, tiles: tuple[int
 
 
 SMEM_BYTES = 227 * 1024
+# The prefill tile the rows are compared with, by BLOCK_K: the plan's, and at 256 the one the
+# plan ran while down_proj took 256-deep steps
+PREFILL_TILES = {**matmul_configs.PREFILL_TILES, 256: (128, 64, 256, 8, 2)}
 
 
 def candidates(n: int, k: int, dtype: str, splits_list: tuple[int, ...],
-               block_ns: tuple[int, ...] = ()) -> list[tuple[tuple[int, ...], int]]:
-    """((BLOCK_M, BLOCK_N, BLOCK_K, warps, stages), splits) at the weight's own BLOCK_K that fit shared memory."""
-    bk = matmul_configs._matmul_tiles(n, k, dtype)[2]
+               block_ns: tuple[int, ...] = (), block_ks: tuple[int, ...] = ()) -> list[tuple[tuple[int, ...], int]]:
+    """((BLOCK_M, BLOCK_N, BLOCK_K, warps, stages), splits) that fit shared memory, at the weight's
+    own BLOCK_K or at each of ``block_ks``."""
     plan = matmul_configs._decode_tiles(n, k, dtype)
     out = []
-    for bn in sorted({plan[1], *block_ns}):
+    for bk, bn in [(bk, bn) for bk in sorted(set(block_ks) or {plan[2]}) for bn in sorted({plan[1], *block_ns})]:
         for warps in (2, 4):
             for splits in splits_list:
                 if k % (splits * bk):
@@ -146,7 +149,7 @@ def candidates(n: int, k: int, dtype: str, splits_list: tuple[int, ...],
 
 
 def sweep(role: str, n: int, k: int, dtype: str, out_dtype: str, m: int, splits_list: tuple[int, ...],
-          block_ns: tuple[int, ...], evens: tuple[bool, ...]) -> dict:
+          block_ns: tuple[int, ...], evens: tuple[bool, ...], block_ks: tuple[int, ...] = ()) -> dict:
     torch_dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}
     copies = max(1, min(64, -(-L2_FLUSH_BYTES // (2 * n * k))))
     ws = [(torch.randn(n, k, device="cuda") * k ** -0.5).to(torch_dtype[dtype]) for _ in range(copies)]
@@ -160,7 +163,7 @@ def sweep(role: str, n: int, k: int, dtype: str, out_dtype: str, m: int, splits_
     xa, wa = adversarial(PREFILL_M, k, dtype, 1), adversarial(n, k, dtype, 2)
     bits = torch.int32 if out_dtype == "float32" else torch.int16
     prefill = {}
-    for (tiles, splits), even in [(c, e) for c in candidates(n, k, dtype, splits_list, block_ns) for e in evens]:
+    for (tiles, splits), even in [(c, e) for c in candidates(n, k, dtype, splits_list, block_ns, block_ks) for e in evens]:
         rec: dict = {"tiles": list(tiles), "splits": splits, "even": even}
         row["candidates"].append(rec)
         try:
@@ -168,10 +171,10 @@ def sweep(role: str, n: int, k: int, dtype: str, out_dtype: str, m: int, splits_
                                     for x, w, o in zip(xs, ws, outs)], device="cuda", repeats=REPEATS)[0]
             rec["hot_us"] = time_calls([lambda: launch(xs[0], ws[0], outs[0], tiles, splits, True, even)] * 8,
                                        device="cuda", repeats=REPEATS)[0]
-            if splits not in prefill:
+            if (splits, tiles[2]) not in prefill:
                 full = torch.empty(PREFILL_M, n, dtype=torch_dtype[out_dtype], device="cuda")
-                launch(xa, wa, full, matmul_configs.PREFILL_TILES[tiles[2]], splits, False)
-                prefill[splits] = full
+                launch(xa, wa, full, PREFILL_TILES[tiles[2]], splits, False)
+                prefill[splits, tiles[2]] = full
             failures = []
             for start in PROBE_STARTS:
                 rows = xa[start:start + m].contiguous()
@@ -179,7 +182,7 @@ def sweep(role: str, n: int, k: int, dtype: str, out_dtype: str, m: int, splits_
                 seq = torch.empty_like(step)
                 launch(rows, wa, step, tiles, splits, True, even)
                 launch(rows, wa, seq, tiles, splits, False)
-                want = prefill[splits][start:start + m].view(bits)
+                want = prefill[splits, tiles[2]][start:start + m].view(bits)
                 for name, got in (("lockstep vs sequential", step.view(bits) != seq.view(bits)),
                                   ("lockstep vs prefill tile", step.view(bits) != want)):
                     if bool(got.any()):
@@ -188,11 +191,12 @@ def sweep(role: str, n: int, k: int, dtype: str, out_dtype: str, m: int, splits_
         except Exception as exc:  # recorded per candidate; the sweep goes on
             rec["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
         print(f"  {role} {tiles} S={splits} even={even}: {rec.get('us', rec.get('error'))}", file=sys.stderr, flush=True)
-    if 1 in prefill and len(prefill) > 1:  # do the splits change the sums? (they should: another order)
-        row["splits_change_bits"] = {s: bool((p.view(bits) != prefill[1].view(bits)).any())
-                                     for s, p in prefill.items() if s != 1}
-    row["prefill_us"] = {s: time_calls([lambda s=s: launch(xa, wa, prefill[s], matmul_configs.PREFILL_TILES[
-        matmul_configs._matmul_tiles(n, k, dtype)[2]], s, False)], device="cuda", repeats=5)[0] for s in prefill}
+    # do the splits change the sums? (they should: another order)
+    row["splits_change_bits"] = {f"S={s} BK={bk}": bool((p.view(bits) != prefill[1, bk].view(bits)).any())
+                                 for (s, bk), p in prefill.items() if s != 1 and (1, bk) in prefill}
+    row["prefill_us"] = {f"S={s} BK={bk}": time_calls([lambda s=s, bk=bk: launch(
+        xa, wa, prefill[s, bk], PREFILL_TILES[bk], s, False)], device="cuda", repeats=5)[0]
+        for s, bk in prefill}
     return row
 
 
@@ -225,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--roles", default="down,o,qkv,gate_up")
     parser.add_argument("--splits", default="1,2,4")
     parser.add_argument("--block-n", default="16,32", help="BLOCK_N values beside the plan's decode tile's")
+    parser.add_argument("--block-k", default="", help="BLOCK_K values to sweep instead of the weight's own")
     parser.add_argument("--even", default="0,1", help="unmasked weight loads where N and K divide evenly: 0, 1 or both")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -239,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{time.monotonic() - start:.0f} s: {role}", file=sys.stderr, flush=True)
         results["weights"].append(sweep(role, n, k, preset(args.preset).dtype, out_dtype, args.m, splits_list,
                                         tuple(int(b) for b in args.block_n.split(",") if b),
-                                        tuple(bool(int(e)) for e in args.even.split(","))))
+                                        tuple(bool(int(e)) for e in args.even.split(",")),
+                                        tuple(int(b) for b in args.block_k.split(",") if b)))
         (args.out / "decode_splits.json").write_text(json.dumps(results, indent=1))
         (args.out / "decode_splits.md").write_text(markdown(results))
     print(markdown(results))

@@ -21,7 +21,11 @@ __all__ = ["matmul_config", "decode_matmul_config", "prefill_matmul_config", "ma
 # so a decode launch (M <= BLOCK_M, one row tile) spreads a weight over about one wave of a
 # 132-SM GPU; narrower weights get 32-column tiles. Depends on N only, never on M.
 MIN_COLUMN_PROGRAMS = 128
-# Contraction depth from which 32-column bf16 matmul tiles take 256-deep K steps.
+# Contraction depth from which a narrow weight's K is cut into RANGES_DEEP ranges (matmul_ranges).
+# Such a weight took 256-deep K steps before it had ranges; with them a 128-deep step streams it as
+# fast at decode (llama-1b's down_proj, M = 4 on an H100: 15.1 against 15.3 us) and its prefill tile
+# is wider (128 x 128 at 3 stages against 128 x 64 at 2): 468 against 566 us at M = 4,096
+# (bench/decode_splits.py --block-k 128,256, docs/performance.md).
 DEEP_K = 8192
 # Decode bucket (DESIGN.md §5, tile shapes per M bucket): a single-launch matmul of at most
 # DECODE_ROWS rows runs 16-row tiles (mma.sync instead of a 64-row warpgroup MMA wasting 60 of
@@ -41,7 +45,7 @@ WIDE_N = 32768
 # bench/prefill_tiles.py on an H200 (docs/performance.md). float32 plans get a bucket from 64 rows
 # (their other tile, 64 columns wide), so the CPU path and CI run its choice on short prompts.
 PREFILL_ROWS = {"bfloat16": 1024, "float32": 64}
-PREFILL_TILES = {64: (128, 256, 64, 8, 4), 128: (128, 128, 128, 8, 3), 256: (128, 64, 256, 8, 2)}
+PREFILL_TILES = {64: (128, 256, 64, 8, 4), 128: (128, 128, 128, 8, 3)}
 # A prefill-bucket weight of at most this many bytes is walked column tile first (N_MAJOR: grid
 # axis 0 over column tiles), so the programs running together share rows of x and the weight
 # stays in L2 while x streams once; a larger weight walks row tiles first (x stays in L2 instead).
@@ -82,10 +86,7 @@ def _matmul_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int]:
     if dtype == "float32":
         return 32, 32, 64, 4, 2
     block_n = next((b for b in (128, 64) if -(-n // b) >= MIN_COLUMN_PROGRAMS), 32)
-    block_k = 64 if block_n == 128 else 128
-    if block_n == 32 and k >= DEEP_K:
-        block_k = 256
-    return 64, block_n, block_k, 4, 4
+    return 64, block_n, 64 if block_n == 128 else 128, 4, 4
 
 
 def _decode_block_n(n: int) -> int:
@@ -189,9 +190,8 @@ def matmul_config(*, n: int, k: int, dtype: str, has_bias: bool, out_dtype: str)
     of 128/64/32 that still gives MIN_COLUMN_PROGRAMS column tiles (32 when none does), so decode
     (one row tile) streams the weight over most SMs while prefill gets tiles wide enough for
     the tensor cores; the trade-off for narrow weights was measured (docs/performance.md).
-    Narrow weights with a deep K (at least DEEP_K) take 256-deep K steps: a decode program then
-    keeps twice the weight bytes in flight, which was faster at decode and no slower at prefill
-    for such weights only.
+    Every such tile takes 128-deep K steps, 64-deep for 128-column tiles (see DEEP_K for why
+    narrow weights with a deep K no longer take 256).
     fp32 uses IEEE-precision dots (no TF32) on a fixed small tile.
     Weights with :func:`matmul_splits` > 1 run :func:`matmul_split_config` and
     :func:`matmul_combine_config` instead (see :func:`linear_configs`); weights with

@@ -44,7 +44,7 @@ def test_the_ranges_have_the_bits_of_the_split_k_pair_in_every_bucket(operands):
     # the same four ranges as two launches: partials, then the fold in ascending order
     split = dataclasses.replace(configs.matmul_split_config(n=1024, k=K, dtype="float32"), key="matmul_split.test",
                                 constexprs=tuple(sorted({"N": N, "K": K, "BLOCK_M": 64, "BLOCK_N": 32,
-                                                         "BLOCK_K": 256, "SPLITS": 4}.items())),
+                                                         "BLOCK_K": 128, "SPLITS": 4}.items())),
                                 static=(("dtype", "bfloat16"), ("k", K), ("n", N)))
     combine = configs.matmul_combine_config(n=N, splits=4, dtype="bfloat16", has_bias=False, out_dtype="float32")
     partial = torch.empty(4, x.shape[0], N, dtype=torch.float32)
