@@ -16,7 +16,7 @@ from collections import Counter
 import torch
 
 from engine.loader import ModelWeights
-from engine.model import ForwardBatch, KVCache, every_row_sampled, token_requests_of
+from engine.model import ForwardBatch, KVCache, attention_kernels, every_row_sampled, token_requests_of
 from engine.model_config import ModelSpec
 from kernels import configs, ops
 from kernels.tensors import dtype_name
@@ -71,7 +71,8 @@ class Gemma3Model:
                                   batch.slot_mapping, flags[layer, :, :spec.num_kv_heads])
             attn = ops.paged_attention(q, kv.k[layer], kv.v[layer], batch.block_table, batch.query_start_loc,
                                        batch.seq_lens, self.scale, seq_idx, flags[layer, :, spec.num_kv_heads:],
-                                       window=spec.window(layer))  # [T, Hq, D]
+                                       window=spec.window(layer),
+                                       longest_kv_len=batch.longest_kv_len)  # [T, Hq, D]
             attn_out, _ = self._norm(ops.linear(attn.view(num_tokens, self.q_width), lw.o_proj, lw.o_bias),
                                      lw.post_norm)  # post_attention_layernorm, before the residual add
             x, hidden = self._norm(attn_out, lw.pre_ff_norm, hidden)  # type: ignore[arg-type]
@@ -91,8 +92,10 @@ class Gemma3Model:
             logits = ops.logit_softcap(logits, spec.final_logit_softcap)
         return logits, nonfinite
 
-    def launches_per_forward(self, *, has_logits: bool) -> Counter:
-        """How many launches of each plan kernel :meth:`forward` makes (check mode compares)."""
+    def launches_per_forward(self, *, has_logits: bool, one_kernel_attention: bool = False) -> Counter:
+        """How many launches of each plan kernel :meth:`forward` makes (check mode compares);
+        ``one_kernel_attention``: a launch long enough for kernels/attention_prefill.py (which
+        sliding-window layers never take)."""
         spec, dt = self.spec, dtype_name(self.weights.embed.dtype)
         launches: Counter = Counter(embedding=1)
 
@@ -100,14 +103,15 @@ class Gemma3Model:
             launches.update(c.kernel for c in configs.linear_configs(n=n, k=k, dtype=dt, has_bias=has_bias,
                                                                       out_dtype=out_dtype))
 
-        for _ in range(spec.num_layers):
+        for layer in range(spec.num_layers):
             linear(self.q_width + 2 * self.kv_width, spec.hidden_size, has_bias=spec.has_qkv_bias)
             linear(spec.hidden_size, self.q_width, has_bias=spec.has_o_proj_bias)
             linear(2 * spec.intermediate_size, spec.hidden_size)
             linear(spec.hidden_size, spec.intermediate_size)
             # input, q heads, k heads, post_attention, pre_feedforward, post_feedforward
             launches["rms_norm"] += 6
-            launches.update(["rope_store_kv", "paged_attention", "attention_combine", "gelu_tanh_mul"])
+            launches.update(["rope_store_kv", "gelu_tanh_mul"]
+                            + attention_kernels(one_kernel_attention and not spec.window(layer)))
         if has_logits:
             launches["rms_norm"] += 1
             linear(spec.vocab_size, spec.hidden_size, out_dtype="float32")

@@ -19,7 +19,7 @@ from kernels import configs, metadata, ops
 from kernels.launch import metadata_checks_enabled
 from kernels.tensors import dtype_name
 
-__all__ = ["KVCache", "ForwardBatch", "LlamaModel", "token_requests_of", "every_row_sampled"]
+__all__ = ["KVCache", "ForwardBatch", "LlamaModel", "token_requests_of", "every_row_sampled", "attention_kernels"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +55,14 @@ class ForwardBatch:
     # [T] int32, each token's request (ops.token_requests of query_start_loc), where the step staged it
     seq_idx: torch.Tensor | None = None
     is_every_row_sampled: bool = False  # sample_rows is 0 .. T - 1 (a decode step): no gather needed
+    # the longest request's KV length, a host int (0: not known): which attention form a long
+    # launch takes follows it (ops.paged_attention), a choice of speed that changes no bits
+    longest_kv_len: int = 0
+
+
+def attention_kernels(one_kernel: bool) -> list[str]:
+    """The plan kernels one layer's ops.paged_attention launches: the pair, or the one-kernel form."""
+    return ["attention_prefill"] if one_kernel else ["paged_attention", "attention_combine"]
 
 
 def token_requests_of(batch: ForwardBatch) -> torch.Tensor:
@@ -97,7 +105,7 @@ class LlamaModel:
         layer (kernels/finiteness.py; all 0.0 when the plan is sealed without the check)."""
         spec, w = self.spec, self.weights
         num_tokens = batch.input_ids.shape[0]
-        # Every element is written by one layer's rope_store_kv or combine (flags[l, t, :Hkv] and
+        # Every element is written by one layer's rope_store_kv or attention (flags[l, t, :Hkv] and
         # [l, t, Hkv:]), so nothing needs clearing, also in a replayed graph.
         flags = torch.empty(spec.num_layers, num_tokens, spec.num_kv_heads + spec.num_heads, dtype=torch.float32,
                             device=w.embed.device)
@@ -118,7 +126,8 @@ class LlamaModel:
                                   batch.slot_mapping, flags[layer, :, :spec.num_kv_heads])
             attn = ops.paged_attention(q, kv.k[layer], kv.v[layer], batch.block_table, batch.query_start_loc,
                                        batch.seq_lens, self.scale, seq_idx, flags[layer, :, spec.num_kv_heads:],
-                                       window=spec.window(layer))  # [T, Hq, D]; Mistral's window, or 0
+                                       window=spec.window(layer),  # Mistral's window, or 0
+                                       longest_kv_len=batch.longest_kv_len)  # [T, Hq, D]
             if lw.o_bias is None:  # [T, H], or a split-K weight's partials, which the next residual norm folds
                 hidden = ops.linear_unfolded(attn.view(num_tokens, self.q_width), lw.o_proj)
             else:  # the fold adds no bias: the biased projection is folded by its own combine
@@ -137,8 +146,10 @@ class LlamaModel:
         x, _ = ops.rms_norm(last, w.final_norm, spec.rms_norm_eps, last_residual)
         return ops.logits(x, w.lm_head), nonfinite  # [S, V] float32, [T] float32
 
-    def launches_per_forward(self, *, has_logits: bool) -> Counter:
-        """How many launches of each plan kernel :meth:`forward` makes (check mode compares)."""
+    def launches_per_forward(self, *, has_logits: bool, one_kernel_attention: bool = False) -> Counter:
+        """How many launches of each plan kernel :meth:`forward` makes (check mode compares);
+        ``one_kernel_attention``: a launch long enough for kernels/attention_prefill.py (which
+        sliding-window layers never take)."""
         spec, dt = self.spec, dtype_name(self.weights.embed.dtype)
         launches: Counter = Counter(embedding=1)
 
@@ -156,7 +167,7 @@ class LlamaModel:
             norm(layer > 0 and down_folds)
             linear(self.q_width + 2 * self.kv_width, spec.hidden_size)
             launches["rms_norm"] += 2 * spec.has_qk_norm  # Qwen3: q and k heads, one launch each
-            launches.update(["rope_store_kv", "paged_attention", "attention_combine"])
+            launches.update(["rope_store_kv"] + attention_kernels(one_kernel_attention and not spec.window(layer)))
             norm(linear(spec.hidden_size, self.q_width, unfolded=not spec.has_o_proj_bias))
             if configs.matmul_silu_configs(intermediate_size=spec.intermediate_size, k=spec.hidden_size, dtype=dt):
                 launches["matmul_silu"] += 1

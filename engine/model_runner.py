@@ -186,7 +186,8 @@ class ModelRunner:
             logits, tokens, nonfinite, launches = self.padded_mixed.run(chunks, shape)
             self.num_padded_mixed_steps += 1
         else:
-            batch = self.buffers.stage(_pack(chunks, self.config.page_size, self.config.max_pages_per_seq))
+            batch = self.buffers.stage(_pack(chunks, self.config.page_size, self.config.max_pages_per_seq),
+                                       longest_kv_len=max(c.end for c in chunks))
             with use_plan(self.plan, check_metadata=self.check_metadata), record_launches() as launches:
                 logits, nonfinite = self.model.forward(batch, self.kv)
             tokens = greedy_tokens(logits) if self.host_logits is not None and num_sampled else None
@@ -252,7 +253,8 @@ class ModelRunner:
                                    device=self.device)
         chunk = Chunk(token_ids, list(range(num_pages)), 0, len(token_ids), True)
         host = _pack([chunk], size, self.config.max_pages_per_seq)
-        batch = ForwardBatch(**{name: t.to(self.device) for name, t in host.items()})
+        batch = ForwardBatch(**{name: t.to(self.device) for name, t in host.items()},
+                             longest_kv_len=len(token_ids))
         with use_plan(self.plan, check_metadata=self.check_metadata):
             self.model.forward(batch, scratch)
         flat = (self.model.spec.num_layers, num_pages * size, self.model.spec.num_kv_heads, self.model.spec.head_dim)

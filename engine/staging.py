@@ -105,14 +105,15 @@ class StepBuffers:
         """Leading views of the packed-step device buffers for a step of these sizes."""
         return _leading(self.buffers, num_tokens, num_seqs, num_sampled)
 
-    def stage(self, host: dict[str, torch.Tensor]) -> ForwardBatch:
-        """Copy packed host tensors (engine.model_runner's packing) into leading views."""
+    def stage(self, host: dict[str, torch.Tensor], *, longest_kv_len: int = 0) -> ForwardBatch:
+        """Copy packed host tensors (engine.model_runner's packing) into leading views
+        (``longest_kv_len``: :class:`ForwardBatch`'s host hint)."""
         views = {}
         for name, tensor in host.items():
             view = self.buffers[name][:tensor.shape[0]]
             view.copy_(tensor, non_blocking=True)
             views[name] = view
-        return ForwardBatch(**views)
+        return ForwardBatch(**views, longest_kv_len=longest_kv_len)
 
     def stage_decode(self, batch: PaddedDecodeBatch, source_rows: Sequence[int] = ()) -> ForwardBatch:
         """Write a padded decode batch into a host mirror of the decode region and copy it to the device.

@@ -13,7 +13,7 @@ from kernels.launch_config import (LaunchConfig, _as_float32, _check_dtype, _che
                                    _unchecked)
 
 __all__ = ["attention_keys", "paged_attention_config", "decode_attention_config", "attention_combine_config",
-           "prefill_combine_heads"]
+           "prefill_combine_heads", "prefill_attention_config", "takes_prefill_attention"]
 
 # Paged attention tile: query tokens per block (times the head group, the tile rows; >= 16 for
 # tl.dot) and keys per KV tile.
@@ -34,6 +34,15 @@ SEGMENT_TILES = {"bfloat16": 8, "float32": 1}
 # per token and head made a 4 x 4,096 prefill's 16 merges 10 ms on an H200, 8 heads 2.4 ms; a
 # decode step keeps one head per program (its few tokens need the parallelism at long contexts).
 PREFILL_COMBINE_HEADS = 8
+# Launches that run attention in one kernel (kernels/attention_prefill.py: the segments one after
+# another in the program of a query block, merged as they end) instead of the pair: at least this
+# many tokens, by dtype, and at least half as many as the launch's longest KV, so that the query
+# blocks fill the GPU and no single block's serial walk outlasts the rest: on an H100 the one kernel
+# took 312 against the pair's 524 us at a 4,096-token prompt and 492 against 602 at 2,048 tokens
+# after 6,144 cached, but 288 against 186 at 256 tokens after 16,128 (bench/attention_fused.py);
+# a short chunk or a decode row beside a long context keeps the pair's parallel segments. float32
+# plans serve the CPU path and the tests: from 64 tokens, so short prompts run both forms.
+PREFILL_ATTENTION_TOKENS = {"bfloat16": 1024, "float32": 64}
 
 
 def _window_suffix(window: int) -> str:
@@ -172,3 +181,26 @@ def attention_combine_config(*, num_heads: int, head_dim: int, seg: int, dtype: 
                   **({"WINDOW": window} if window else {}), "BLOCK_H": block_h}, 1, 1,
                  {"num_heads": num_heads, "head_dim": head_dim, "seg": seg, "dtype": dtype,
                   "check_finite": check_finite, **({"window": window} if window else {})})
+
+
+@lru_cache(maxsize=None)
+def prefill_attention_config(*, num_heads: int, num_kv_heads: int, head_dim: int, page_size: int, scale: float,
+                             dtype: str, softcap: float = 0.0, check_finite: bool = True) -> LaunchConfig:
+    """The pair's two halves in one kernel for long launches of full causal attention
+    (kernels/attention_prefill.py): every constexpr of :func:`paged_attention_config`'s entry (the
+    same tiles, segments and order), and the merge's CHECK (key suffix ``_unchecked`` when off)."""
+    full = paged_attention_config(num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
+                                  page_size=page_size, scale=scale, dtype=dtype, softcap=softcap)
+    c = {k: v for k, v in full.constexpr_dict().items() if k != "PDL"}  # _make adds it again by dtype
+    return _make("attention_prefill", full.key.split(".", 1)[1] + _unchecked(check_finite),
+                 {**c, "CHECK": int(check_finite)}, full.num_warps, full.num_stages,
+                 {**full.static_dict(), "check_finite": check_finite})
+
+
+def takes_prefill_attention(*, num_tokens: int, kv_len: int, dtype: str, window: int = 0) -> bool:
+    """Whether a launch of ``num_tokens`` tokens whose longest request holds ``kv_len`` keys (or an
+    upper bound of it) runs :func:`prefill_attention_config`'s kernel; a choice of speed only
+    (PREFILL_ATTENTION_TOKENS says why), the pair's bits either way. Sliding-window layers
+    (``window`` > 0) always keep the pair (kernels/attention_prefill.py says why)."""
+    _check_dtype(dtype)
+    return not window and num_tokens >= PREFILL_ATTENTION_TOKENS[dtype] and 2 * num_tokens >= kv_len

@@ -25,7 +25,7 @@ from typing import Any
 # Re-exported: callers read every configuration through kernels.configs.
 from kernels.attention_configs import (ATTENTION_KEYS, SEGMENT_TILES, attention_combine_config,  # noqa: F401
                                        attention_keys, decode_attention_config, paged_attention_config,
-                                       prefill_combine_heads)
+                                       prefill_attention_config, prefill_combine_heads, takes_prefill_attention)
 from kernels.launch_config import (DTYPES, KERNELS, LaunchConfig, _as_float32, _check_dtype, _check_positive,
                                    _is_pow2, _make, _next_pow2, _row_warps, _unchecked)
 from kernels.matmul_configs import (COMBINE_COLUMNS, DECODE_ROWS, DEEP_K, MIN_COLUMN_PROGRAMS,  # noqa: F401
@@ -59,6 +59,7 @@ __all__ = [
     "paged_attention_config",
     "decode_attention_config",
     "attention_combine_config", "prefill_combine_heads",
+    "prefill_attention_config", "takes_prefill_attention",
 ]
 
 

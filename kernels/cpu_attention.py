@@ -24,6 +24,9 @@ output is inf or NaN (kernels/finiteness.py).
 
 Dot products and sums are ``tree_sum`` over a fixed [BLOCK_N, D] tile and ``exp`` is the
 position-independent one, so a query's bits depend on its own q row, KV and position only.
+
+:func:`attention_prefill`, the twin of kernels/attention_prefill.py (the pair's segments and merge
+in one kernel), runs the two halves above: the kernel's arithmetic is theirs.
 """
 
 from __future__ import annotations
@@ -32,11 +35,12 @@ import torch
 
 from kernels.attention import check_paged_attention, check_split_scratch
 from kernels.attention_combine import check_attention_combine
+from kernels.attention_prefill import check_attention_prefill
 from kernels.cpu_math import exp, tree_sum
 from kernels.finiteness import any_nonfinite, row_flags
 from kernels.plan import PlanEntry
 
-__all__ = ["attention_partial", "attention_combine"]
+__all__ = ["attention_partial", "attention_combine", "attention_prefill"]
 
 
 def _positions(query_start_loc: torch.Tensor, seq_lens: torch.Tensor, seq_idx: torch.Tensor) -> torch.Tensor:
@@ -54,7 +58,14 @@ def attention_partial(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
     # m_out, l_out: [T, Hq, NUM_SEG] fp32; acc_out: [T, Hq, NUM_SEG, D] fp32
     check_paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, entry)
     check_split_scratch(q, block_table, m_out, l_out, acc_out, entry)
-    c = entry.constexpr_dict()
+    _walk(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, m_out, l_out, acc_out,
+          entry.constexpr_dict())
+
+
+def _walk(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
+          query_start_loc: torch.Tensor, seq_lens: torch.Tensor, seq_idx: torch.Tensor, m_out: torch.Tensor,
+          l_out: torch.Tensor, acc_out: torch.Tensor, c: dict) -> None:
+    """:func:`attention_partial` after its checks, for the constexprs ``c``."""
     group, head_dim, page_size, block_n, scale = c["GROUP"], c["D"], c["PAGE_SIZE"], c["BLOCK_N"], c["SCALE"]
     window, softcap = c.get("WINDOW", 0), c.get("SOFTCAP", 0.0)
     tiles_per_segment = c["SEG"] // block_n
@@ -135,9 +146,31 @@ def attention_combine(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, query
     """Merge each query's segment states 0 .. pos // SEG in ascending order; writes ``out`` and ``nonfinite``."""
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32; out: [T, Hq, D]; nonfinite: [T, Hq] fp32
     check_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, nonfinite, entry)
+    _merge(m, l, acc, query_start_loc, seq_lens, seq_idx, out, nonfinite, entry.constexpr_dict())
+
+
+def attention_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
+                      query_start_loc: torch.Tensor, seq_lens: torch.Tensor, seq_idx: torch.Tensor, out: torch.Tensor,
+                      nonfinite: torch.Tensor, entry: PlanEntry) -> None:
+    """The twin of kernels/attention_prefill.py: the same segment states merged in the same order as
+    :func:`attention_partial` then :func:`attention_combine` (the kernel's arithmetic is the pair's)."""
+    # q, out: [T, Hq, D]; k_cache, v_cache: [num_pages, page_size, Hkv, D]; nonfinite: [T, Hq] fp32
+    check_attention_prefill(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, nonfinite,
+                            entry)
+    c = entry.constexpr_dict()
+    num_segs = -(-block_table.shape[1] * c["PAGE_SIZE"] // c["SEG"])
+    m = torch.empty(q.shape[0], q.shape[1], num_segs, dtype=torch.float32)  # m, l: [T, Hq, NUM_SEG]
+    l = torch.empty_like(m)
+    acc = torch.empty(q.shape[0], q.shape[1], num_segs, c["D"], dtype=torch.float32)  # [T, Hq, NUM_SEG, D]
+    _walk(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, m, l, acc, c)
+    _merge(m, l, acc, query_start_loc, seq_lens, seq_idx, out, nonfinite, c)
+
+
+def _merge(m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor, query_start_loc: torch.Tensor,
+           seq_lens: torch.Tensor, seq_idx: torch.Tensor, out: torch.Tensor, nonfinite: torch.Tensor, c: dict) -> None:
+    """:func:`attention_combine` after its checks, for the constexprs ``c``."""
     if out.shape[0] == 0:
         return
-    c = entry.constexpr_dict()
     pos = _positions(query_start_loc, seq_lens, seq_idx)  # [T]
     last_segment = pos // c["SEG"]  # [T]
     window = c.get("WINDOW", 0)

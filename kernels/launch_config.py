@@ -14,7 +14,8 @@ __all__ = ["DTYPES", "KERNELS", "LaunchConfig"]
 
 DTYPES = ("float32", "bfloat16")
 KERNELS = ("embedding", "rms_norm", "matmul", "matmul_split", "matmul_combine", "matmul_combine_norm", "matmul_silu",
-           "rope_store_kv", "silu_mul", "gelu_tanh_mul", "logit_softcap", "paged_attention", "attention_combine")
+           "rope_store_kv", "silu_mul", "gelu_tanh_mul", "logit_softcap", "paged_attention", "attention_combine",
+           "attention_prefill")
 # Plans of these dtypes (the GPU's) launch every kernel with programmatic dependent launch: the
 # kernel's grid may start while the previous launch finishes, and waits (``gdc_wait``) before its
 # first memory access, so it overlaps only its launch and prologue. float32 plans (the CPU path,

@@ -16,6 +16,7 @@ import torch
 from kernels import configs, cpu_attention, cpu_ops, metadata
 from kernels.attention import launch_attention_partial, split_scratch
 from kernels.attention_combine import launch_attention_combine
+from kernels.attention_prefill import launch_attention_prefill
 from kernels.embedding import launch_embedding
 from kernels.gelu_mul import launch_gelu_tanh_mul
 from kernels.launch import active_plan, metadata_checks_enabled, require
@@ -33,6 +34,7 @@ from kernels.tensors import dtype_name
 
 __all__ = ["Partials", "embedding", "rms_norm", "linear", "linear_unfolded", "select_rows", "silu_mul",
            "gate_up_silu_mul", "gelu_tanh_mul", "logit_softcap", "rope_store_kv", "attention_entries",
+           "prefill_attention_entry",
            "paged_attention", "logits", "token_requests"]
 
 token_requests = metadata.token_requests
@@ -269,10 +271,27 @@ def attention_entries(q: torch.Tensor, k_cache: torch.Tensor, block_table: torch
     return entry, combine
 
 
+def prefill_attention_entry(q: torch.Tensor, k_cache: torch.Tensor, block_table: torch.Tensor, scale: float, *,
+                            window: int = 0, softcap: float = 0.0, longest_kv_len: int = 0) -> PlanEntry | None:
+    """The plan entry of the one-kernel form (kernels/attention_prefill.py) where :func:`paged_attention`
+    takes it for this launch (kernels/attention_configs.py ``takes_prefill_attention``: full causal
+    attention, long enough to fill the GPU with query blocks, none of which walks far longer than
+    the rest), else None (the pair of :func:`attention_entries`). ``longest_kv_len``: the launch's longest KV, a host int
+    (0: not known, then the block table's width bounds it)."""
+    # q: [T, Hq, D]; k_cache: [num_pages, page_size, Hkv, D]; block_table: [B, max_pages]
+    dtype = dtype_name(q.dtype)
+    longest = longest_kv_len or block_table.shape[1] * k_cache.shape[1]
+    if not configs.takes_prefill_attention(num_tokens=q.shape[0], kv_len=longest, dtype=dtype, window=window):
+        return None
+    return require(configs.prefill_attention_config(
+        num_heads=q.shape[1], num_kv_heads=k_cache.shape[2], head_dim=q.shape[-1], page_size=k_cache.shape[1],
+        scale=scale, dtype=dtype, softcap=softcap, check_finite=_checks_finite()))
+
+
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
                     query_start_loc: torch.Tensor, seq_lens: torch.Tensor, scale: float,
                     seq_idx: torch.Tensor | None = None, nonfinite: torch.Tensor | None = None, *,
-                    window: int = 0, softcap: float = 0.0) -> torch.Tensor:
+                    window: int = 0, softcap: float = 0.0, longest_kv_len: int = 0) -> torch.Tensor:
     """Causal attention of ``q`` [T, Hq, D] over each request's paged KV -> [T, Hq, D].
 
     Request b's queries are rows ``query_start_loc[b]:query_start_loc[b+1]``; ``seq_lens[b]``
@@ -290,10 +309,13 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     allocated here, sized from the block table's width (so a captured graph, one table width,
     serves every decode step); the combine (kernels/attention_combine.py) merges a token's
     segments in ascending order and writes ``nonfinite`` [T, Hq] float32, the finiteness flag of
-    each (token, head) (kernels/finiteness.py).
+    each (token, head) (kernels/finiteness.py). A long launch (:func:`prefill_attention_entry`;
+    ``longest_kv_len``, a host int, is its longest request's KV length, 0 if not known) runs both
+    halves' arithmetic in one kernel instead (kernels/attention_prefill.py), without the scratch.
     """
     num_tokens = q.shape[0]
-    entry, combine = attention_entries(q, k_cache, block_table, scale, window=window, softcap=softcap)
+    fused = prefill_attention_entry(q, k_cache, block_table, scale, window=window, softcap=softcap,
+                                    longest_kv_len=longest_kv_len)
     if metadata_checks_enabled():
         metadata.check_attention_metadata(query_start_loc, seq_lens, block_table, num_tokens,
                                           k_cache.shape[0], k_cache.shape[1])
@@ -301,10 +323,16 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
             metadata.check_seq_idx(seq_idx, query_start_loc, num_tokens)
     if seq_idx is None:
         seq_idx = metadata.token_requests(query_start_loc, num_tokens)
-    m, l, acc = split_scratch(q, block_table, entry)  # m, l: [T, Hq, NUM_SEG]; acc: [T, Hq, NUM_SEG, D]
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     flags = _flags(nonfinite, num_tokens, q.shape[1], q.device)
-    if _on_cuda(q, k_cache, v_cache, block_table, query_start_loc, seq_lens):
+    on_cuda = _on_cuda(q, k_cache, v_cache, block_table, query_start_loc, seq_lens)
+    if fused is not None:
+        (launch_attention_prefill if on_cuda else cpu_attention.attention_prefill)(
+            q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, flags, fused)
+        return out
+    entry, combine = attention_entries(q, k_cache, block_table, scale, window=window, softcap=softcap)
+    m, l, acc = split_scratch(q, block_table, entry)  # m, l: [T, Hq, NUM_SEG]; acc: [T, Hq, NUM_SEG, D]
+    if on_cuda:
         launch_attention_partial(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, m, l, acc,
                                  entry)
         launch_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, flags, combine)

@@ -19,10 +19,10 @@ from typing import Any, Mapping
 
 from evidence_db.canonical import digest_of, file_digest
 from kernels.configs import (LaunchConfig, attention_combine_config, decode_attention_config, decode_matmul_config,
-                             prefill_combine_heads,
                              embedding_config, gelu_tanh_mul_config, linear_configs, logit_softcap_config,
                              matmul_combine_norm_config, matmul_silu_configs, matmul_splits, paged_attention_config,
-                             prefill_matmul_config, rms_norm_config, rope_store_kv_config, silu_mul_config)
+                             prefill_attention_config, prefill_combine_heads, prefill_matmul_config, rms_norm_config,
+                             rope_store_kv_config, silu_mul_config)
 from kernels.shapes import PRESETS, ModelShape, preset
 
 __all__ = ["PlanEntry", "SealedPlan", "plan_for", "preset_plan", "KERNEL_SOURCES", "CPU_SOURCES", "REPO_ROOT"]
@@ -46,6 +46,8 @@ KERNEL_SOURCES: dict[str, tuple[str, str, str]] = {
     "paged_attention": ("kernels.attention", "attention_partial_kernel", "kernels.cpu_attention.attention_partial"),
     "attention_combine": ("kernels.attention_combine", "attention_combine_kernel",
                           "kernels.cpu_attention.attention_combine"),
+    "attention_prefill": ("kernels.attention_prefill", "attention_prefill_kernel",
+                          "kernels.cpu_attention.attention_prefill"),
 }
 # Every file the CPU path's arithmetic lives in; one digest covers them all.
 CPU_SOURCES = ("kernels/cpu_math.py", "kernels/cpu_ops.py", "kernels/cpu_attention.py")
@@ -245,6 +247,11 @@ def _configs_for(shape: ModelShape) -> list[tuple[LaunchConfig, str]]:
                                                      seg=attention.constexpr_dict()["SEG"], dtype=dt,
                                                      check_finite=s.check_finite, window=window, block_h=block_h),
                             "attention"))
+        if not window:  # long launches of full causal layers: attention in one kernel
+            configs.append((prefill_attention_config(num_heads=s.num_heads, num_kv_heads=s.num_kv_heads,
+                                                     head_dim=s.head_dim, page_size=s.page_size,
+                                                     scale=s.attention_scale, dtype=dt, softcap=s.attn_softcap,
+                                                     check_finite=s.check_finite), "attention"))
     return configs
 
 

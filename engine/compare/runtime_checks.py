@@ -129,7 +129,7 @@ def finiteness_check(probe: ProbeResult, d_fields: dict[str, Any]) -> tuple[str,
     if d_fields.get("engine", {}).get("check_finite") is not True:
         problems.append("D does not say the run-time finiteness check is on")
     checks = {key: opts.get("CHECK") for kernel, key, opts in probe.launches
-              if kernel in ("rope_store_kv", "attention_combine")}
+              if kernel in ("rope_store_kv", "attention_combine", "attention_prefill")}
     if not checks:
         problems.append("no rope_store_kv or attention_combine launch was recorded")
     unchecked = sorted(key for key, value in checks.items() if value != 1)

@@ -8,6 +8,7 @@ the premise that ``tl.dot`` gives a row the same bits wherever it sits in the ti
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import pytest
@@ -21,8 +22,9 @@ from kernels.matmul_split import matmul_split_kernel
 from kernels.plan import plan_for, preset_plan
 from kernels.shapes import preset
 from tests.kernels import reference
-from tests.kernels.attention_cases import POISONS, Step, chunk_bounds, make_request, run_steps, schedule_failures
-from tests.kernels.invariance import Case, row_invariance_failures, sweep
+from tests.kernels.attention_cases import (POISONS, Step, chunk_bounds, make_request, one_kernel_attention, run_steps,
+                                          schedule_failures)
+from tests.kernels.invariance import Case, bits_equal, row_invariance_failures, sweep
 from tests.kernels.rowwise_ops import ROWWISE_OPS, scenario
 
 pytestmark = pytest.mark.gpu
@@ -123,6 +125,30 @@ def test_llama_1b_attention_prefill_chunks_and_decode_agree():
                                      for i in range(len(positions))], [i % 3 for i in range(len(positions))],
                                     page_size=s.page_size, scale=_scale(plan), seed=6, poison="nan", device=DEVICE)
     assert not failures and not decode and not batched, (failures + decode + batched)[:3]
+
+
+def test_llama_1b_one_kernel_attention_has_the_pairs_bits():
+    """kernels/attention_prefill.py against the pair on the same launches, bitwise: fresh prompts
+    crossing segment boundaries, a chunk after cached context, NaN and huge neighbours, and short
+    launches and decode rows, which ops.paged_attention would give the pair."""
+    plan = preset_plan("llama-1b")
+    s = plan.shape
+    gen = torch.Generator().manual_seed(9)
+    make = lambda n, fill="random": make_request(n, s.num_heads, s.num_kv_heads, s.head_dim,  # noqa: E731
+                                                 torch.bfloat16, gen, fill)
+    long, other = make(2 * _seg(plan) + 300), make(1500)
+    launches = [[Step(long, 0, long.length)], [Step(long, 1400, long.length)],
+                [Step(other, 0, 1500), Step(make(33, "huge"), 0, 33), Step(make(17, "nan"), 16, 17)],
+                [Step(long, long.length - 1, long.length), Step(other, 1499, 1500)], [Step(other, 100, 164)]]
+    one = one_kernel_attention(kernel=True)
+    pair = functools.partial(ops.paged_attention, longest_kv_len=2**30)  # never long enough for the one kernel
+    with use_plan(plan):
+        for i, steps in enumerate(launches):
+            got, want = (run_steps(steps, page_size=s.page_size, scale=_scale(plan),
+                                   gen=torch.Generator().manual_seed(i), poison="nan", device=DEVICE, attention=fn)
+                         for fn in (one, pair))
+            for g, w, step in zip(got, want, steps):
+                assert bits_equal(g, w), f"launch {i}: rows [{step.q_start}, {step.q_end}) differ"
 
 
 def test_tiny_accuracy_against_float64_and_the_cpu_path(tiny):

@@ -33,6 +33,7 @@ import torch
 from kernels import configs, cpu_ops, metadata, ops
 from kernels.attention import launch_attention_partial, split_scratch
 from kernels.attention_combine import launch_attention_combine
+from kernels.attention_prefill import launch_attention_prefill
 from kernels.embedding import launch_embedding
 from kernels.launch import require, use_plan
 from kernels.matmul import launch_matmul
@@ -49,7 +50,7 @@ from kernels.shapes import ModelShape
 from kernels.silu_mul import launch_silu_mul
 from kernels.tensors import dtype_name
 from tests.kernels import reference
-from tests.kernels.attention_cases import Step, make_request, run_steps, schedule_failures
+from tests.kernels.attention_cases import Step, make_request, one_kernel_attention, run_steps, schedule_failures
 from tests.kernels.gemma_checks import check_gemma
 from tests.kernels.finiteness_cases import attention_flag_failures, combine_flag_failures, rope_store_kv_flag_failures
 from tests.kernels.invariance import Case, bits_equal, fill_rows, row_invariance_failures
@@ -87,12 +88,18 @@ def triton_split_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 def triton_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, scale, seq_idx=None,
                      nonfinite=None):
-    """The plan's two attention kernels, launched as ops.paged_attention launches them on CUDA."""
-    entry, combine = ops.attention_entries(q, k_cache, block_table, scale)  # a decode step: the decode bucket
+    """The plan's attention kernels, launched as ops.paged_attention launches them on CUDA: the pair,
+    or for a long launch the one-kernel form."""
     seq_idx = metadata.token_requests(query_start_loc, q.shape[0]) if seq_idx is None else seq_idx
-    m, l, acc = split_scratch(q, block_table, entry)
     out = torch.empty_like(q)
     flags = torch.full((q.shape[0], q.shape[1]), -1.0) if nonfinite is None else nonfinite
+    fused = ops.prefill_attention_entry(q, k_cache, block_table, scale)
+    if fused is not None:
+        launch_attention_prefill(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, flags,
+                                 fused)
+        return out
+    entry, combine = ops.attention_entries(q, k_cache, block_table, scale)  # a decode step: the decode bucket
+    m, l, acc = split_scratch(q, block_table, entry)
     launch_attention_partial(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, m, l, acc, entry)
     launch_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, flags, combine)
     return out
@@ -349,8 +356,8 @@ def check_attention(dtype: torch.dtype) -> str:
     failures = schedule_failures(request, chunks, companions, [0, 1, 0, 0], page_size=16, scale=scale, seed=3,
                                  poison="nan", attention=triton_attention)
     assert not failures, failures
-    return ("prefill (merges of 2 heads a program) = chunked = decode (1 head) bitwise, NaN neighbours and "
-            "poisoned slots ignored")
+    return ("prefill (the one-kernel form) = chunked (the pair, merges of 2 heads a program, and the one-kernel "
+            "form) = decode (the pair, 1 head) bitwise, NaN neighbours and poisoned slots ignored")
 
 
 def check_finiteness(dtype: torch.dtype) -> str:
@@ -365,9 +372,11 @@ def check_finiteness(dtype: torch.dtype) -> str:
                                                            block_h=block_h))
         failures += combine_flag_failures(launch_attention_combine, combine)
     failures += attention_flag_failures(triton_attention, num_heads=2, num_kv_heads=1, head_dim=16, page_size=16)
+    failures += [f"one kernel: {f}" for f in attention_flag_failures(one_kernel_attention(kernel=True), num_heads=2,
+                                                                      num_kv_heads=1, head_dim=16, page_size=16)]
     assert not failures, failures[:5]
-    return ("rope_store_kv and combine (1 and 2 heads a program) flag exactly the poisoned (token, head); "
-            "q, K/V and overflow caught")
+    return ("rope_store_kv, the combine (1 and 2 heads a program) and the one-kernel form flag exactly the poisoned "
+            "(token, head); q, K/V and overflow caught")
 
 
 CHECKS: dict[str, Callable[[torch.dtype], str]] = {

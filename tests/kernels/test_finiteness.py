@@ -8,6 +8,7 @@ from kernels import configs, cpu_attention, cpu_ops, ops
 from kernels.launch import require, use_plan
 from kernels.plan import plan_for
 from kernels.shapes import preset
+from tests.kernels.attention_cases import one_kernel_attention
 from tests.kernels.finiteness_cases import attention_flag_failures, combine_flag_failures, rope_store_kv_flag_failures
 
 TINY = preset("tiny")
@@ -41,6 +42,14 @@ def test_rope_store_kv_flags_exactly_the_poisoned_row():
 def test_attention_flags_poisoned_q_kv_and_overflow_and_leaves_companions_bitwise_alone(plan_fp32):
     assert attention_flag_failures(ops.paged_attention, num_heads=TINY.num_heads, num_kv_heads=TINY.num_kv_heads,
                                    head_dim=TINY.head_dim, page_size=TINY.page_size) == []
+
+
+def test_the_one_kernel_form_flags_the_same_rows_as_the_pair(plan_fp32):
+    """kernels/attention_prefill.py's CPU twin on the same launch (a decode row, the victim's chunk, a
+    chunk), which ops.paged_attention runs with the pair: the same flags and companions' bits."""
+    assert attention_flag_failures(one_kernel_attention(kernel=False), num_heads=TINY.num_heads,
+                                   num_kv_heads=TINY.num_kv_heads, head_dim=TINY.head_dim,
+                                   page_size=TINY.page_size) == []
 
 
 def test_a_check_reading_only_the_first_row_is_caught():

@@ -24,9 +24,10 @@ _POINTERS = {"float32": "*fp32", "bfloat16": "*bf16"}
 _INDEX_POINTERS = {("embedding", "ids_ptr"): "*i64", ("rope_store_kv", "slot_ptr"): "*i64",
                    ("rope_store_kv", "pos_ptr"): "*i64", ("rope_store_kv", "cs_ptr"): "*fp32",
                    ("rope_store_kv", "flag_ptr"): "*fp32",
-                   **{(kernel, name): "*i32" for kernel in ("paged_attention", "attention_combine")
+                   **{(kernel, name): "*i32" for kernel in ("paged_attention", "attention_combine", "attention_prefill")
                       for name in ("query_start_ptr", "seq_lens_ptr", "seq_idx_ptr")},
-                   ("paged_attention", "block_table_ptr"): "*i32",
+                   ("paged_attention", "block_table_ptr"): "*i32", ("attention_prefill", "block_table_ptr"): "*i32",
+                   ("attention_prefill", "flag_ptr"): "*fp32",
                    # the segment states and split-K partials are fp32 scratch in every dtype
                    **{(kernel, name): "*fp32" for kernel in ("paged_attention", "attention_combine")
                       for name in ("m_ptr", "l_ptr", "acc_ptr")},

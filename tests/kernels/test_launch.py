@@ -77,11 +77,18 @@ def test_configurations_change_with_token_count_only_at_the_buckets():
     one_query = {_layer_launches(t, kv) for t, kv in [(1, 1), (1, 63)]}  # one token per request: a decode step
     decode = {_layer_launches(t, kv) for t, kv in [(7, 40), (16, 16)]}
     middle = {_layer_launches(t, kv) for t, kv in [(17, 17), (33, 33), (63, 130)]}
-    prefill = {_layer_launches(t, kv) for t, kv in [(64, 64), (100, 230)]}  # PREFILL_ROWS["float32"] = 64
-    # the KV length never matters; the row count only at DECODE_ROWS and PREFILL_ROWS, and for
-    # attention at one query per request (the attention decode bucket: its walk and its merge)
+    prefill = {_layer_launches(t, kv) for t, kv in [(64, 64), (100, 170)]}  # PREFILL_ROWS["float32"] = 64
+    # the row count matters only at DECODE_ROWS and PREFILL_ROWS, and for attention at one query
+    # per request (the attention decode bucket: its walk and its merge) and at
+    # PREFILL_ATTENTION_TOKENS["float32"] = 64 with the KV (here the block table's width) at most twice
+    # the rows (the one-kernel form)
     assert len(one_query) == len(decode) == len(middle) == len(prefill) == 1
-    (single,), (small,), (mid,), (large,) = one_query, decode, middle, prefill
+    beside_long_kv = _layer_launches(100, 230)  # a table of 256 keys, more than twice the rows: the pair
+    (large_one,) = prefill
+    changed = sorted(large_one ^ beside_long_kv)
+    assert [kernel for kernel, _, _ in changed] == ["attention_combine", "attention_prefill", "paged_attention"]
+    assert changed[1][1] == "attention_prefill.hq4_hkv2_d16_p16"
+    (single,), (small,), (mid,), (large,) = one_query, decode, middle, {beside_long_kv}
     changed = sorted(single ^ small)
     assert [kernel for kernel, _, _ in changed] == ["attention_combine"] * 2 + ["paged_attention"] * 2
     (_, merge_a, merge_cfg_a), (_, merge_b, merge_cfg_b), (_, key_a, cfg_a), (_, key_b, cfg_b) = changed

@@ -1,11 +1,14 @@
-"""The plan's split-KV attention pair (kernels/attention.py, kernels/attention_combine.py) under
-Triton's CPU interpreter, at tiles smaller than the plan's.
+"""The plan's split-KV attention pair (kernels/attention.py, kernels/attention_combine.py) and its
+one-kernel form (kernels/attention_prefill.py) under Triton's CPU interpreter, at tiles smaller
+than the plan's.
 
 A 100-token request crosses four segments of SEG = 32 keys (KV tiles of 16, query blocks of 16),
 in full causal attention and with sliding windows of 7, 20 and 45 keys (one with a softcap):
 its output in float32 must be within the fp32 tolerance of the float64 reference, and every
 query's bits must be the same as a full prefill, as chunks beside other requests (NaN-filled
-neighbours, poisoned free slots) and as decode steps. The interpreter's ``tl.dot`` is replaced as
+neighbours, poisoned free slots) and as decode steps; for full causal attention (with and without
+a softcap) also with the launches of at least MIXED_TOKENS tokens (the full prefill, the longer
+chunks) in the one-kernel form, whose rows must carry the pair's bits. The interpreter's ``tl.dot`` is replaced as
 in interpreter_checks.py (its numpy matmul is not row-position independent; on the GPU that is a
 trusted premise). Running this file as a module performs the check and prints one JSON object;
 the test runs it in a subprocess because the interpreter must be chosen before triton.language
@@ -28,10 +31,13 @@ from kernels.plan import REPO_ROOT
 # Tiles and segments small enough that a 100-token request spans several of each.
 BLOCK_Q, BLOCK_N, SEG = 16, 16, 32
 LENGTH = 100
+# Launches from this many tokens take the one-kernel form in the mixed schedule.
+MIXED_TOKENS = 40
 
 
-def _split_entry(window: int = 0, softcap: float = 0.0):
-    """The plan's float32 attention entry of SHAPE (with ``window``/``softcap``) at the small tiles."""
+def _split_entry(window: int = 0, softcap: float = 0.0, kernel: str = "paged_attention"):
+    """The plan's float32 attention entry of SHAPE (with ``window``/``softcap``) at the small tiles:
+    the pair's first half, or with ``kernel="attention_prefill"`` the one-kernel form."""
     from bench.sweep_cases import with_config
     from kernels import configs
     from kernels.launch import require, use_plan
@@ -39,21 +45,40 @@ def _split_entry(window: int = 0, softcap: float = 0.0):
     from tests.kernels.interpreter_checks import SHAPE
 
     shape = replace(SHAPE, dtype="float32", attention_windows=tuple(sorted({0, window})), attn_softcap=softcap)
+    common = dict(num_heads=2, num_kv_heads=1, head_dim=16, page_size=16, scale=SHAPE.head_dim ** -0.5,
+                  dtype="float32", softcap=softcap)
     with use_plan(plan_for(shape)):
-        entry = require(configs.paged_attention_config(num_heads=2, num_kv_heads=1, head_dim=16, page_size=16,
-                                                       scale=SHAPE.head_dim ** -0.5, dtype="float32", window=window,
-                                                       softcap=softcap))
+        entry = require(configs.prefill_attention_config(**common) if kernel == "attention_prefill"
+                        else configs.paged_attention_config(**common, window=window))
     return with_config(entry, {"BLOCK_Q": BLOCK_Q, "BLOCK_N": BLOCK_N, "SEG": SEG}, entry.num_warps, entry.num_stages)
 
 
-def _schedule_failures(window: int = 0, softcap: float = 0.0) -> list[str]:
-    """Accuracy against the float64 reference, then the schedule check, of one (window, softcap)."""
+def _one_kernel_call(entry):
+    """A function with ops.paged_attention's signature that launches the one-kernel ``entry``."""
+    from kernels import metadata
+    from kernels.attention_prefill import launch_attention_prefill
+
+    def attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, scale):
+        out = torch.empty_like(q)
+        flags = torch.empty(q.shape[0], q.shape[1], dtype=torch.float32)
+        launch_attention_prefill(q, k_cache, v_cache, block_table, query_start_loc, seq_lens,
+                                 metadata.token_requests(query_start_loc, q.shape[0]), out, flags, entry)
+        return out
+    return attention
+
+
+def _schedule_failures(window: int = 0, softcap: float = 0.0, mixed: bool = False) -> list[str]:
+    """Accuracy against the float64 reference, then the schedule check, of one (window, softcap);
+    ``mixed``: launches of MIXED_TOKENS tokens or more in the one-kernel form."""
     from bench.sweep_cases import attention_call
     from tests.kernels import reference
     from tests.kernels.attention_cases import Step, make_request, run_steps, schedule_failures
 
     dtype, scale = torch.float32, 16 ** -0.5
     split = attention_call(_split_entry(window, softcap), "plan")
+    if mixed:
+        pair, one = split, _one_kernel_call(_split_entry(window, softcap, "attention_prefill"))
+        split = lambda q, *rest: (one if q.shape[0] >= MIXED_TOKENS else pair)(q, *rest)  # noqa: E731
     request = make_request(LENGTH, 2, 1, 16, dtype, torch.Generator().manual_seed(11))
     full = run_steps([Step(request, 0, LENGTH)], page_size=16, scale=scale, gen=torch.Generator().manual_seed(11),
                      attention=split)[0]
@@ -69,15 +94,19 @@ def _schedule_failures(window: int = 0, softcap: float = 0.0) -> list[str]:
 
 
 # (window, softcap): full causal; windows below a tile, between a tile and a segment, past a
-# segment (none a multiple of either); one with a softcap.
+# segment (none a multiple of either); one with a softcap. The mixed schedules: full causal
+# attention, without and with a softcap (windowed layers keep the pair).
 CASES = ((0, 0.0), (7, 0.0), (20, 0.0), (45, 5.0))
+MIXED_CASES = ((0, 0.0), (0, 5.0))
 
 
 def split_schedule_check() -> dict:
     """{"failures": [...], "detail": str} of the accuracy and schedule checks (interpreter only)."""
     failures = [f"window {w}, softcap {c}: {f}" for w, c in CASES for f in _schedule_failures(w, c)]
+    failures += [f"mixed, softcap {c}: {f}" for w, c in MIXED_CASES for f in _schedule_failures(w, c, mixed=True)]
     return {"failures": failures, "detail": f"6 steps of a {LENGTH}-token request over {-(-LENGTH // SEG)} segments "
-                                            f"for (window, softcap) in {CASES}: accurate, bitwise equal to its prefill"}
+                                            f"for (window, softcap) in {CASES} with the pair, and in {MIXED_CASES} "
+                                            "mixed with the one-kernel form: accurate, bitwise equal to its prefill"}
 
 
 def main() -> int:

@@ -23,6 +23,10 @@ def _kv_loop_line(source: Path, kernel: str) -> int:
 
 HEAD_GROUP_LOOP_LINE = _kv_loop_line(HEAD_GROUP_SOURCE, "gqa_attention_kernel")
 SPLIT_LOOP_LINE = _kv_loop_line(SPLIT_PARTIAL_SOURCE, "attention_partial_kernel")
+ONE_KERNEL_SOURCE = REPO_ROOT / "kernels" / "attention_prefill.py"
+ONE_KERNEL_TILE_LINE = _kv_loop_line(ONE_KERNEL_SOURCE, "attention_prefill_kernel")
+ONE_KERNEL_SEGMENT_LINE = next(n for n, line in enumerate(ONE_KERNEL_SOURCE.read_text(encoding="utf-8").splitlines(), 1)
+                               if "for segment in range(" in line)
 
 
 def _llama_1b_entry(kernel: str):
@@ -133,6 +137,27 @@ def test_split_kv_combine_of_the_tokens_own_segments_is_verified():
                              "acc_ptr": "index [row, *, * < p // SEG + 1, *]"}
     assert any("iterations paired by index" in step for step in result.steps)
     assert "dot-zero-terms" not in {t.id for t in result.trusted}
+
+
+def test_attention_in_one_kernel_with_segments_merged_as_they_end_is_verified():
+    # llama-1b: the loop over segments holds the loop over a segment's KV tiles; a longer block's
+    # extra segments (each walk and its merge masked off for the row) must be exact identities on
+    # the merged state and the finiteness flag, its extra tiles on the segment's state
+    result = _llama_1b_entry("attention_prefill")
+    assert result.verdict == "VERIFIED", result.reason
+    assert result.demand == {"q_ptr": "index [row, *, *]",
+                             "k_cache_ptr": "paged via block_table_ptr[req], positions < p + 1",
+                             "v_cache_ptr": "paged via block_table_ptr[req], positions < p + 1"}
+    steps = "\n".join(result.steps)
+    for state in ("acc_all, m_all", "l_all", "bad"):
+        assert f"loop at line {ONE_KERNEL_SEGMENT_LINE}: extra suffix iterations of launch A proved exact identities " \
+            f"on {state}" in steps
+    for state in ("acc, m_i", "l_acc, m_i"):
+        assert f"loop at line {ONE_KERNEL_TILE_LINE}: extra suffix iterations of launch A proved exact identities " \
+            f"on {state}" in steps
+    assert {t.id for t in result.trusted} == PLAN_ATTENTION_TRUSTED | {"grid-dependency-semantics"}
+    for tensor in ("out_ptr", "flag_ptr"):
+        assert any(f"the selected {tensor} element is written (by the store" in o.what for o in result.obligations)
 
 
 def test_merged_value_classes_give_unknown_never_a_false_refutation(verify, tmp_path):

@@ -27,6 +27,7 @@ CASES = [
     ("denominator_over_rows", "attention_partial_kernel", {}, "the right operand of tl.dot"),
     ("split_combine_past_segment", "attention_combine_kernel", {}, "element of m_ptr is related (index)"),
     ("merge_heads_other_row", "attention_combine_kernel", {}, "element of acc_ptr is related (index)"),
+    ("prefill_merge_block_max", "attention_prefill_kernel", {}, "tl.where guard"),
     ("split_count_from_m", "matmul_split_kernel", {}, "folds live elements of x_ptr"),
     ("combine_order_from_m", "matmul_combine_kernel", {}, "element of partial_ptr is related (index)"),
     ("split_atomic_combine", "matmul_split_atomic_kernel", {}, "atomic accumulation"),
