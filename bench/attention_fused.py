@@ -28,23 +28,12 @@ import torch  # noqa: E402
 
 from bench import sweep_cases as sc  # noqa: E402
 from bench.kernel_timing import time_calls  # noqa: E402
-from kernels import metadata  # noqa: E402
-from kernels.attention_prefill import launch_attention_prefill  # noqa: E402
-from kernels.plan import PlanEntry, preset_plan  # noqa: E402
+from kernels.plan import preset_plan  # noqa: E402
+from tests.kernels.attention_cases import one_kernel_attention  # noqa: E402
 
 # (form, BLOCK_Q, warps, stages): the pair at the plan's tile first, then the one-kernel form
 TILES = [("pair", 16, 4, 2), ("one kernel", 16, 4, 2), ("one kernel", 32, 8, 2), ("one kernel", 32, 4, 2),
          ("one kernel", 16, 4, 3), ("one kernel", 16, 8, 2), ("one kernel", 8, 4, 2)]
-
-
-def _one_kernel_call(entry: PlanEntry):
-    def attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, scale):
-        out = torch.empty_like(q)
-        flags = torch.empty(q.shape[0], q.shape[1], dtype=torch.float32, device=q.device)
-        launch_attention_prefill(q, k_cache, v_cache, block_table, query_start_loc, seq_lens,
-                                 metadata.token_requests(query_start_loc, q.shape[0]), out, flags, entry)
-        return out
-    return attention
 
 
 def cases(text: str) -> list[tuple[int, int, int]]:
@@ -87,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
             if form == "pair":
                 call = sc.attention_call(sc.with_config(entry, {"BLOCK_Q": block_q}, warps, stages))
             else:
-                call = _one_kernel_call(sc.with_config(one, {"BLOCK_Q": block_q}, warps, stages))
+                tile = sc.with_config(one, {"BLOCK_Q": block_q}, warps, stages)
+                call = one_kernel_attention(kernel=True, entry=tile)
             try:
                 out = call(*inputs, scale)
                 if reference is None:
@@ -106,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {"preset": args.preset, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
               "entry": entry.key, "rows": rows}
     (args.out / "attention_fused.json").write_text(json.dumps(result, indent=2) + "\n")
-    lines = [f"# Attention of long launches, the pair against the one-kernel form ({args.preset}, {result['device']})", "",
+    lines = [f"# Attention of long launches, the pair against the one-kernel form ({args.preset}, "
+             f"{result['device']})", "",
              "| case | tile | µs | bits against the plan |", "|---|---|---|---|"]
     for row in rows:
         for name, us in row["us"].items():

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.attention import check_paged_attention, check_split_scratch
+from kernels.attention import check_paged_attention, check_split_scratch, segment_count
 from kernels.attention_combine import check_attention_combine
 from kernels.attention_prefill import check_attention_prefill
 from kernels.cpu_math import exp, tree_sum
@@ -158,7 +158,7 @@ def attention_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Ten
     check_attention_prefill(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, nonfinite,
                             entry)
     c = entry.constexpr_dict()
-    num_segs = -(-block_table.shape[1] * c["PAGE_SIZE"] // c["SEG"])
+    num_segs = segment_count(block_table, entry)
     m = torch.empty(q.shape[0], q.shape[1], num_segs, dtype=torch.float32)  # m, l: [T, Hq, NUM_SEG]
     l = torch.empty_like(m)
     acc = torch.empty(q.shape[0], q.shape[1], num_segs, c["D"], dtype=torch.float32)  # [T, Hq, NUM_SEG, D]

@@ -115,11 +115,12 @@ def schedule_failures(request: Request, chunks: list[tuple[int, int]], companion
     return failures
 
 
-def one_kernel_attention(*, kernel: bool) -> Callable[..., torch.Tensor]:
+def one_kernel_attention(*, kernel: bool, entry=None) -> Callable[..., torch.Tensor]:
     """An attention function with ops.paged_attention's signature that runs the one-kernel form
     (kernels/attention_prefill.py) on every launch, however short: which launches take it is a
     choice of speed, so tests hold it to the pair's bits on any schedule. ``kernel``: the Triton
-    kernel (CUDA or the interpreter), else its CPU twin."""
+    kernel (CUDA or the interpreter), else its CPU twin; ``entry``: a configuration outside the
+    plan to launch instead of the active plan's entry."""
     from kernels import configs, cpu_attention, metadata
     from kernels.attention_prefill import launch_attention_prefill
     from kernels.launch import require
@@ -127,13 +128,13 @@ def one_kernel_attention(*, kernel: bool) -> Callable[..., torch.Tensor]:
 
     def attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, scale, seq_idx=None, nonfinite=None,
                   *, softcap=0.0):
-        entry = require(configs.prefill_attention_config(
+        planned = entry or require(configs.prefill_attention_config(
             num_heads=q.shape[1], num_kv_heads=k_cache.shape[2], head_dim=q.shape[-1], page_size=k_cache.shape[1],
             scale=scale, dtype=dtype_name(q.dtype), softcap=softcap))
         seq_idx = metadata.token_requests(query_start_loc, q.shape[0]) if seq_idx is None else seq_idx
         out = torch.empty_like(q)
         flags = torch.full((q.shape[0], q.shape[1]), -1.0, device=q.device) if nonfinite is None else nonfinite
         (launch_attention_prefill if kernel else cpu_attention.attention_prefill)(
-            q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, flags, entry)
+            q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, flags, planned)
         return out
     return attention

@@ -53,31 +53,17 @@ def _split_entry(window: int = 0, softcap: float = 0.0, kernel: str = "paged_att
     return with_config(entry, {"BLOCK_Q": BLOCK_Q, "BLOCK_N": BLOCK_N, "SEG": SEG}, entry.num_warps, entry.num_stages)
 
 
-def _one_kernel_call(entry):
-    """A function with ops.paged_attention's signature that launches the one-kernel ``entry``."""
-    from kernels import metadata
-    from kernels.attention_prefill import launch_attention_prefill
-
-    def attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, scale):
-        out = torch.empty_like(q)
-        flags = torch.empty(q.shape[0], q.shape[1], dtype=torch.float32)
-        launch_attention_prefill(q, k_cache, v_cache, block_table, query_start_loc, seq_lens,
-                                 metadata.token_requests(query_start_loc, q.shape[0]), out, flags, entry)
-        return out
-    return attention
-
-
 def _schedule_failures(window: int = 0, softcap: float = 0.0, mixed: bool = False) -> list[str]:
     """Accuracy against the float64 reference, then the schedule check, of one (window, softcap);
     ``mixed``: launches of MIXED_TOKENS tokens or more in the one-kernel form."""
     from bench.sweep_cases import attention_call
     from tests.kernels import reference
-    from tests.kernels.attention_cases import Step, make_request, run_steps, schedule_failures
+    from tests.kernels.attention_cases import Step, make_request, one_kernel_attention, run_steps, schedule_failures
 
     dtype, scale = torch.float32, 16 ** -0.5
     split = attention_call(_split_entry(window, softcap), "plan")
     if mixed:
-        pair, one = split, _one_kernel_call(_split_entry(window, softcap, "attention_prefill"))
+        pair, one = split, one_kernel_attention(kernel=True, entry=_split_entry(window, softcap, "attention_prefill"))
         split = lambda q, *rest: (one if q.shape[0] >= MIXED_TOKENS else pair)(q, *rest)  # noqa: E731
     request = make_request(LENGTH, 2, 1, 16, dtype, torch.Generator().manual_seed(11))
     full = run_steps([Step(request, 0, LENGTH)], page_size=16, scale=scale, gen=torch.Generator().manual_seed(11),
