@@ -8,9 +8,12 @@ entry sealed; otherwise the result is UNKNOWN (the proof would be about other co
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, cast
 
 from evidence_db.canonical import file_digest
 from proofs.contract import load_contract
@@ -19,7 +22,7 @@ from proofs.result import KernelResult
 from proofs.source import load_kernel
 
 __all__ = ["Target", "targets_from_plan", "targets_from_deployment", "contract_path", "verify_target",
-           "verify_targets", "REPO_ROOT"]
+           "verify_targets", "default_jobs", "REPO_ROOT"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -94,15 +97,53 @@ def verify_target(target: Target, *, root: Path = REPO_ROOT, timeout_ms: int = 6
     return result
 
 
+# Worker processes of verify_targets when neither the caller nor BITCASE_VERIFY_JOBS says: Z3 runs
+# one proof per process, and past a few workers a plan's slowest entry sets the time.
+MAX_DEFAULT_JOBS = 4
+
+
+def default_jobs() -> int:
+    """Worker processes for :func:`verify_targets`: ``BITCASE_VERIFY_JOBS``, else the CPUs, at most MAX_DEFAULT_JOBS."""
+    raw = os.environ.get("BITCASE_VERIFY_JOBS", "").strip()
+    if not raw:
+        return max(1, min(os.cpu_count() or 1, MAX_DEFAULT_JOBS))
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"BITCASE_VERIFY_JOBS must be a positive integer (worker processes), got {raw!r}")
+    return int(raw)
+
+
+def _longest_first(target: Target) -> tuple[int, str]:
+    """Attention entries first: their proofs take seconds where the others take fractions of one,
+    so started last they would leave one worker running alone at the end."""
+    return (0 if "attention" in target.kernel else 1, target.key)
+
+
 def verify_targets(targets: Iterable[Target], *, progress: Callable[[str, int, int], None] | None = None,
-                   root: Path = REPO_ROOT) -> list[KernelResult]:
-    """Verify each target in order; ``progress(message, done, total)`` after each."""
+                   root: Path = REPO_ROOT, jobs: int = 1) -> list[KernelResult]:
+    """Verify each target, in ``jobs`` worker processes when more than one; results in the targets'
+    order. ``progress(message, done, total)`` after each."""
     targets = list(targets)
-    results = []
-    for i, t in enumerate(targets):
-        if progress:
-            progress(f"verifying {t.key}", i, len(targets))
-        results.append(verify_target(t, root=root))
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    results: list[KernelResult | None] = [None] * len(targets)
+    if jobs == 1 or len(targets) < 2:
+        for i, t in enumerate(targets):
+            if progress:
+                progress(f"verifying {t.key}", i, len(targets))
+            results[i] = verify_target(t, root=root)
+    else:
+        # spawn: a forked child of a process that has loaded torch or started threads may deadlock
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(jobs, len(targets)), mp_context=context) as pool:
+            order = sorted(range(len(targets)), key=lambda i: _longest_first(targets[i]))
+            futures = {pool.submit(verify_target, targets[i], root=root): i for i in order}
+            if progress:
+                progress(f"verifying {len(targets)} entries in {min(jobs, len(targets))} processes", 0, len(targets))
+            for done, future in enumerate(as_completed(futures), start=1):
+                i = futures[future]
+                results[i] = future.result()
+                if progress:
+                    progress(f"verified {targets[i].key}", done, len(targets))
     if progress:
         progress("verified", len(targets), len(targets))
-    return results
+    return cast(list[KernelResult], results)

@@ -28,6 +28,9 @@ ConstexprOption = Annotated[list[str] | None, typer.Option(
     "--constexpr", metavar="NAME=VALUE", help="NAME=VALUE for a constexpr of FILE.py::KERNEL (repeatable; ints, floats, true/false, "
                         "or strings such as ieee or bfloat16).")]
 DetailsOption = Annotated[bool, typer.Option("--details", help="Print the full report of every result.")]
+JobsOption = Annotated[int | None, typer.Option(
+    "--jobs", min=1, metavar="N", help="Worker processes for a plan's entries (default: BITCASE_VERIFY_JOBS, else "
+                                       "the CPUs, at most 4).")]
 
 
 def _constexprs(items: list[str]) -> dict[str, Any]:
@@ -152,6 +155,7 @@ def verify(
     contract: ContractOption = None,
     constexpr: ConstexprOption = None,
     details: DetailsOption = False,
+    jobs: JobsOption = None,
     sign_key: SignKeyOption = None,
     json_out: JsonOption = False,
 ) -> None:
@@ -163,7 +167,7 @@ def verify(
     """
     try:
         signer = load_signing_key(sign_key) if out is not None else None  # before the work: a bad key fails fast
-        results = _verify(target, plan, deployment_file, out, key, contract, constexpr, signer)
+        results = _verify(target, plan, deployment_file, out, key, contract, constexpr, signer, jobs)
     except BitcaseError as exc:
         fail(str(exc), hint=exc.hint)
     if json_out:
@@ -180,7 +184,7 @@ def verify(
         raise typer.Exit(code=EXIT_FINDINGS)
 
 
-def _verify(target, plan, deployment_file, out, key, contract, constexpr, signer=None):
+def _verify(target, plan, deployment_file, out, key, contract, constexpr, signer=None, jobs=None):
     """Run the verification the options ask for; write the bundle; return the results."""
     from evidence_db.bundle import utc_now, write_bundle
     from proofs.errors import ContractError, KernelSourceError
@@ -202,12 +206,17 @@ def _verify(target, plan, deployment_file, out, key, contract, constexpr, signer
         else:
             if contract is not None or constexpr:
                 raise BitcaseError("--contract and --constexpr need a FILE.py::KERNEL target")
-            from proofs.planrun import verify_targets
+            from proofs.planrun import default_jobs, verify_targets
 
+            if jobs is None:
+                try:
+                    jobs = default_jobs()
+                except ValueError as exc:
+                    raise BitcaseError(str(exc), hint="unset it, or pass --jobs N") from None
             targets, deployment = _plan_targets(plan, deployment, key)
             with _progress_bar() as bar:
                 task = bar.add_task("verifying", total=len(targets))
-                results = verify_targets(targets, progress=lambda msg, done, total: bar.update(
+                results = verify_targets(targets, jobs=jobs, progress=lambda msg, done, total: bar.update(
                     task, completed=done, description=msg))
     except (ContractError, KernelSourceError) as exc:
         raise BitcaseError(str(exc), hint="fix the contract or kernel named above (docs/verifier.md)") from None

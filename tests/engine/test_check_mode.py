@@ -109,9 +109,10 @@ def test_a_missing_launch_breaks_kernel_configuration(tiny_dir, monkeypatch):
     engine = checked_engine(tiny_dir)
     real_collect = engine.runner.collect
 
-    def collect_dropping_attention(launched):
+    def collect_dropping_attention(launched):  # one layer's attention launch, of either form
         logits = real_collect(launched)
-        engine.runner.last_launches[:] = [r for r in engine.runner.last_launches if r.kernel != "paged_attention"]
+        records = engine.runner.last_launches
+        del records[next(i for i, r in enumerate(records) if r.kernel in ("paged_attention", "attention_prefill"))]
         return logits
 
     monkeypatch.setattr(engine.runner, "collect", collect_dropping_attention)

@@ -70,3 +70,23 @@ def test_deployment_file_names_the_records(tmp_path):
     assert [e["key"] for e in json.loads(result.stdout)] == ["rope_store_kv.hq4_hkv2_d16_p16"]
     record = json.loads(out.read_text().splitlines()[0])
     assert record["deployment"]["fields"] == fields
+
+
+def test_plan_entries_in_worker_processes_come_back_in_plan_order(monkeypatch):
+    keys = ["rms_norm.h64", "attention_combine.hq4_d16_s128", "matmul.n128_k64", "embedding.v256_h64"]
+    args = ["verify", "--plan", "tiny", "--json"] + [a for k in keys for a in ("--key", k)]
+    serial = runner.invoke(app, args + ["--jobs", "1"])
+    parallel = runner.invoke(app, args + ["--jobs", "2"])
+    assert serial.exit_code == parallel.exit_code == 0, parallel.output
+    verdicts = [[(r["key"], r["verdict"], r["obligations_proved"]) for r in json.loads(out.stdout)] for out in (serial, parallel)]
+    assert verdicts[0] == verdicts[1] and [k for k, _, _ in verdicts[0]] == sorted(keys)
+    assert all(v == "VERIFIED" for _, v, _ in verdicts[1])
+
+
+def test_bad_worker_counts_exit_2_with_the_setting_named(monkeypatch):
+    result = runner.invoke(app, ["verify", "--plan", "tiny", "--jobs", "0"])
+    assert result.exit_code == 2 and "--jobs" in result.output
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("BITCASE_VERIFY_JOBS", bad)
+        result = runner.invoke(app, ["verify", "--plan", "tiny", "--key", "rms_norm.h64"])
+        assert result.exit_code == 2 and "BITCASE_VERIFY_JOBS" in result.output, result.output
