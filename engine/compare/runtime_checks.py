@@ -33,7 +33,7 @@ from engine.compare.runtime_probe import ProbeResult, observed_environment
 from evidence_db.bundle import EvidenceRecord
 
 __all__ = ["plan_check", "autotune_check", "deployment_check", "finiteness_check", "check_records",
-           "FINITENESS_OBLIGATION"]
+           "FINITENESS_OBLIGATION", "KERNELS_ON_PATH", "ATTENTION_FORMS"]
 
 # What a passing finiteness record says (kernels/finiteness.py has the argument).
 FINITENESS_COVERS = ("every K/V row rope_store_kv writes is finite (so every K/V row attention reads: each was written "
@@ -44,7 +44,10 @@ FINITENESS_TRUSTED = ("IEEE 754 propagation of inf and NaN by the device's float
                       "the flagging code computes what kernels/finiteness.py says (tests, not proofs)",
                       "values attention does not read: other kernels' arithmetic")
 
-KERNELS_ON_PATH = ("embedding", "rms_norm", "matmul", "rope_store_kv", "paged_attention", "attention_combine")
+KERNELS_ON_PATH = ("embedding", "rms_norm", "matmul", "rope_store_kv")
+# Attention runs as the pair or in one kernel, a choice of speed per launch (kernels/ops.py): a
+# recording covers attention when it holds either form.
+ATTENTION_FORMS = (("paged_attention", "attention_combine"), ("attention_prefill",))
 # Kernels a family's plan holds in place of or beside those (Gemma3's GeGLU, its logit softcap): on
 # the path whenever the plan has an entry of them.
 FAMILY_KERNELS = ("gelu_tanh_mul", "logit_softcap")
@@ -67,7 +70,10 @@ def plan_check(probe: ProbeResult, recomputed_digest: str, d_fields: dict[str, A
     # plan's separate activation kernel; family kernels whenever planned
     activation = next((k for k in ("matmul_silu", "gelu_tanh_mul") if k in planned), "silu_mul")
     required = set(KERNELS_ON_PATH) | {activation} | (set(FAMILY_KERNELS) & planned)
-    missing = sorted(required - {k for k, _, _ in probe.launches})
+    launched = {k for k, _, _ in probe.launches}
+    missing = sorted(required - launched)
+    if not any(set(form) <= launched for form in ATTENTION_FORMS):
+        missing.append(" + ".join(ATTENTION_FORMS[0]) + " or " + " + ".join(ATTENTION_FORMS[1]))
     if missing:
         problems.append(f"no launch of {missing} was recorded: the recording does not cover the forward path")
     if probe.outside_plan_refused is None:

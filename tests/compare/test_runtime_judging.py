@@ -4,13 +4,15 @@ from dataclasses import replace
 
 import pytest
 
-from engine.compare.runtime_checks import KERNELS_ON_PATH, deployment_check, finiteness_check, plan_check
+from engine.compare.runtime_checks import (ATTENTION_FORMS, KERNELS_ON_PATH, deployment_check, finiteness_check,
+                                           plan_check)
 from engine.compare.runtime_probe import ProbeResult, observed_environment
 from evidence_db.bundle import Deployment
 
 PLAN = "sha256:" + "1" * 64
-# The default path: the MLP's activation in the gate/up projection's epilogue
-CONFIGS = {f"{k}.x": {"BLOCK": 16, "num_warps": 4} for k in (*KERNELS_ON_PATH, "matmul_silu")}
+# The default path: the MLP's activation in the gate/up projection's epilogue, attention in both forms
+CONFIGS = {f"{k}.x": {"BLOCK": 16, "num_warps": 4}
+           for k in (*KERNELS_ON_PATH, "matmul_silu", *(k for form in ATTENTION_FORMS for k in form))}
 
 
 def probe(**changes) -> ProbeResult:
@@ -65,6 +67,20 @@ def test_the_planned_activation_must_be_launched(plan_activation, launched, miss
                      launches=[(k.split(".")[0], k, dict(v)) for k, v in ran.items()])
     status, problems, _ = plan_check(observed, PLAN, d_fields())
     assert status == "fail" and any(f"'{missing}'" in p and "forward path" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("dropped,passes", [
+    (("attention_prefill",), True), (("paged_attention", "attention_combine"), True),  # either form covers it
+    (("attention_combine", "attention_prefill"), False),  # a walk without its merge covers nothing
+    (("paged_attention", "attention_combine", "attention_prefill"), False),
+])
+def test_attention_is_on_the_path_in_either_form(dropped, passes):
+    ran = {k: v for k, v in CONFIGS.items() if k.split(".")[0] not in dropped}
+    observed = probe(launches=[(k.split(".")[0], k, dict(v)) for k, v in ran.items()])
+    status, problems, _ = plan_check(observed, PLAN, d_fields())
+    assert (status == "pass") == passes, problems
+    if not passes:
+        assert any("attention_prefill" in p and "forward path" in p for p in problems), problems
 
 
 def test_plan_digest_of_d_must_match_the_recomputed_plan():
