@@ -29,7 +29,7 @@ ConstexprOption = Annotated[list[str] | None, typer.Option(
                         "or strings such as ieee or bfloat16).")]
 DetailsOption = Annotated[bool, typer.Option("--details", help="Print the full report of every result.")]
 JobsOption = Annotated[int | None, typer.Option(
-    "--jobs", min=1, metavar="N", help="Worker processes for a plan's entries (default: BITCASE_VERIFY_JOBS, else "
+    "--jobs", min=1, metavar="N", help="Worker processes for a plan's entries (default: $BITCASE_VERIFY_JOBS, else "
                                        "the CPUs, at most 4).")]
 
 
