@@ -103,10 +103,9 @@ def records_for(results: Iterable[KernelResult], deployment: Deployment, produce
 
 def verify_plan_records(*, deployment: Deployment, keys: Iterable[str] | None = None,
                         progress: Callable[[str, int, int], None] | None = None,
-                        command: str = "bitcase verify", targets: list[Target] | None = None,
-                        jobs: int | None = None) -> list[EvidenceRecord]:
-    """Verify the plan entries D names (or ``targets``), restricted to ``keys``, in ``jobs`` worker
-    processes (None: proofs.planrun ``default_jobs``); return records."""
+                        command: str = "bitcase verify", targets: list[Target] | None = None) -> list[EvidenceRecord]:
+    """Verify the plan entries D names (or ``targets``), restricted to ``keys``, in proofs.planrun
+    ``default_jobs`` worker processes; return records."""
     from proofs.errors import ContractError
     from proofs.planrun import default_jobs, targets_from_deployment, verify_targets
 
@@ -125,5 +124,5 @@ def verify_plan_records(*, deployment: Deployment, keys: Iterable[str] | None = 
             targets = targets_from_plan(plan)
     wanted = set(keys) if keys is not None else None
     targets = [t for t in targets if wanted is None or t.key in wanted]
-    results = verify_targets(targets, progress=progress, jobs=default_jobs() if jobs is None else jobs)
+    results = verify_targets(targets, progress=progress, jobs=default_jobs())
     return records_for(results, deployment, producer_info(command, started))
