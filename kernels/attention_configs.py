@@ -41,7 +41,8 @@ PREFILL_COMBINE_HEADS = 8
 # took 312 against the pair's 524 us at a 4,096-token prompt and 492 against 602 at 2,048 tokens
 # after 6,144 cached, but 288 against 186 at 256 tokens after 16,128 (bench/attention_fused.py);
 # a short chunk or a decode row beside a long context keeps the pair's parallel segments. float32
-# plans serve the CPU path and the tests: from 64 tokens, so short prompts run both forms.
+# plans serve the CPU path and the tests: from 64 tokens, so short prompts run both forms. Any
+# launch whose KV fits one segment takes the one kernel too (takes_prefill_attention).
 PREFILL_ATTENTION_TOKENS = {"bfloat16": 1024, "float32": 64}
 
 
@@ -185,22 +186,30 @@ def attention_combine_config(*, num_heads: int, head_dim: int, seg: int, dtype: 
 
 @lru_cache(maxsize=None)
 def prefill_attention_config(*, num_heads: int, num_kv_heads: int, head_dim: int, page_size: int, scale: float,
-                             dtype: str, softcap: float = 0.0, check_finite: bool = True) -> LaunchConfig:
-    """The pair's two halves in one kernel for long launches of full causal attention
-    (kernels/attention_prefill.py): every constexpr of :func:`paged_attention_config`'s entry (the
-    same tiles, segments and order), and the merge's CHECK (key suffix ``_unchecked`` when off)."""
-    full = paged_attention_config(num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
-                                  page_size=page_size, scale=scale, dtype=dtype, softcap=softcap)
-    c = {k: v for k, v in full.constexpr_dict().items() if k != "PDL"}  # _make adds it again by dtype
-    return _make("attention_prefill", full.key.split(".", 1)[1] + _unchecked(check_finite),
-                 {**c, "CHECK": int(check_finite)}, full.num_warps, full.num_stages,
-                 {**full.static_dict(), "check_finite": check_finite})
+                             dtype: str, softcap: float = 0.0, check_finite: bool = True,
+                             decode: bool = False) -> LaunchConfig:
+    """The pair's two halves in one kernel for full causal attention (kernels/attention_prefill.py):
+    every constexpr of :func:`paged_attention_config`'s entry (the same tiles, segments and order),
+    or with ``decode`` of :func:`decode_attention_config`'s where the shape has one (key suffix
+    ``_q<tokens>``), and the merge's CHECK (key suffix ``_unchecked`` when off)."""
+    shape = dict(num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, page_size=page_size,
+                 scale=scale, dtype=dtype, softcap=softcap)
+    walk = (decode_attention_config(**shape) if decode else None) or paged_attention_config(**shape)
+    c = {k: v for k, v in walk.constexpr_dict().items() if k != "PDL"}  # _make adds it again by dtype
+    return _make("attention_prefill", walk.key.split(".", 1)[1] + _unchecked(check_finite),
+                 {**c, "CHECK": int(check_finite)}, walk.num_warps, walk.num_stages,
+                 {**walk.static_dict(), "check_finite": check_finite})
 
 
-def takes_prefill_attention(*, num_tokens: int, kv_len: int, dtype: str, window: int = 0) -> bool:
+def takes_prefill_attention(*, num_tokens: int, kv_len: int, seg: int, dtype: str, window: int = 0) -> bool:
     """Whether a launch of ``num_tokens`` tokens whose longest request holds ``kv_len`` keys (or an
-    upper bound of it) runs :func:`prefill_attention_config`'s kernel; a choice of speed only
-    (PREFILL_ATTENTION_TOKENS says why), the pair's bits either way. Sliding-window layers
-    (``window`` > 0) always keep the pair (kernels/attention_prefill.py says why)."""
+    upper bound of it) runs :func:`prefill_attention_config`'s kernel; a choice of speed only, the
+    pair's bits either way. Taken where ``kv_len`` fits in one segment of ``seg`` keys (the pair's
+    walk then has one segment per block, so the one kernel runs the same programs without the
+    merge's launch and scratch), and by long launches (PREFILL_ATTENTION_TOKENS says why).
+    Sliding-window layers (``window`` > 0) always keep the pair (kernels/attention_prefill.py says why)."""
     _check_dtype(dtype)
-    return not window and num_tokens >= PREFILL_ATTENTION_TOKENS[dtype] and 2 * num_tokens >= kv_len
+    _check_positive(seg=seg)
+    if window:
+        return False
+    return kv_len <= seg or (num_tokens >= PREFILL_ATTENTION_TOKENS[dtype] and 2 * num_tokens >= kv_len)

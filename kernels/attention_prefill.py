@@ -29,10 +29,13 @@ verifier took 75 to 380 s for each windowed form of this kernel on the developme
 (against 9 to 16 s for the full causal ones), beyond what a plan's proofs may take.
 
 Which launches take it is a choice of speed only (kernels/ops.py ``prefill_attention_entry``,
-kernels/attention_configs.py ``takes_prefill_attention``): a launch of at least
-PREFILL_ATTENTION_TOKENS tokens and at least half as many as its longest request's KV, whose
-query blocks fill the GPU; decode steps, and short chunks or decode rows beside a long
-context, keep the pair's parallel segments.
+kernels/attention_configs.py ``takes_prefill_attention``): a launch whose KV fits one segment
+(the pair's walk then has one segment per block, and this kernel runs the same programs without
+the merge's launch and scratch; a decode step takes the decode bucket's tile here too), and a
+launch of at least PREFILL_ATTENTION_TOKENS tokens and at least half as many as its longest
+request's KV, whose query blocks fill the GPU; decode steps past one segment, and short chunks
+or decode rows beside a long context, keep the pair's parallel segments. The name is the
+first use's.
 """
 
 from __future__ import annotations

@@ -275,17 +275,24 @@ def prefill_attention_entry(q: torch.Tensor, k_cache: torch.Tensor, block_table:
                             window: int = 0, softcap: float = 0.0, longest_kv_len: int = 0) -> PlanEntry | None:
     """The plan entry of the one-kernel form (kernels/attention_prefill.py) where :func:`paged_attention`
     takes it for this launch (kernels/attention_configs.py ``takes_prefill_attention``: full causal
-    attention, long enough to fill the GPU with query blocks, none of which walks far longer than
-    the rest), else None (the pair of :func:`attention_entries`). ``longest_kv_len``: the launch's longest KV, a host int
-    (0: not known, then the block table's width bounds it)."""
+    attention whose KV fits one segment, or long enough to fill the GPU with query blocks, none of
+    which walks far longer than the rest), else None (the pair of :func:`attention_entries`). A
+    launch of no more tokens than requests takes the decode bucket's tile, as the pair's walk does.
+    ``longest_kv_len``: the launch's longest KV, a host int (0: not known, then the block table's
+    width bounds it)."""
     # q: [T, Hq, D]; k_cache: [num_pages, page_size, Hkv, D]; block_table: [B, max_pages]
     dtype = dtype_name(q.dtype)
-    longest = longest_kv_len or block_table.shape[1] * k_cache.shape[1]
-    if not configs.takes_prefill_attention(num_tokens=q.shape[0], kv_len=longest, dtype=dtype, window=window):
+    if window:
         return None
-    return require(configs.prefill_attention_config(
+    config = configs.prefill_attention_config(
         num_heads=q.shape[1], num_kv_heads=k_cache.shape[2], head_dim=q.shape[-1], page_size=k_cache.shape[1],
-        scale=scale, dtype=dtype, softcap=softcap, check_finite=_checks_finite()))
+        scale=scale, dtype=dtype, softcap=softcap, check_finite=_checks_finite(),
+        decode=q.shape[0] <= block_table.shape[0])
+    longest = longest_kv_len or block_table.shape[1] * k_cache.shape[1]
+    if not configs.takes_prefill_attention(num_tokens=q.shape[0], kv_len=longest, seg=config.constexpr_dict()["SEG"],
+                                           dtype=dtype):
+        return None
+    return require(config)
 
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
@@ -309,9 +316,10 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     allocated here, sized from the block table's width (so a captured graph, one table width,
     serves every decode step); the combine (kernels/attention_combine.py) merges a token's
     segments in ascending order and writes ``nonfinite`` [T, Hq] float32, the finiteness flag of
-    each (token, head) (kernels/finiteness.py). A long launch (:func:`prefill_attention_entry`;
-    ``longest_kv_len``, a host int, is its longest request's KV length, 0 if not known) runs both
-    halves' arithmetic in one kernel instead (kernels/attention_prefill.py), without the scratch.
+    each (token, head) (kernels/finiteness.py). A long launch, or one whose KV fits one segment
+    (:func:`prefill_attention_entry`; ``longest_kv_len``, a host int, is its longest request's KV
+    length, 0 if not known), runs both halves' arithmetic in one kernel instead
+    (kernels/attention_prefill.py), without the scratch.
     """
     num_tokens = q.shape[0]
     fused = prefill_attention_entry(q, k_cache, block_table, scale, window=window, softcap=softcap,

@@ -247,11 +247,13 @@ def _configs_for(shape: ModelShape) -> list[tuple[LaunchConfig, str]]:
                                                      seg=attention.constexpr_dict()["SEG"], dtype=dt,
                                                      check_finite=s.check_finite, window=window, block_h=block_h),
                             "attention"))
-        if not window:  # long launches of full causal layers: attention in one kernel
-            configs.append((prefill_attention_config(num_heads=s.num_heads, num_kv_heads=s.num_kv_heads,
-                                                     head_dim=s.head_dim, page_size=s.page_size,
-                                                     scale=s.attention_scale, dtype=dt, softcap=s.attn_softcap,
-                                                     check_finite=s.check_finite), "attention"))
+        if not window:  # full causal layers: attention in one kernel (long launches, KV of one segment)
+            for is_decode in (False, True):  # decode's tile, if other, as for the pair's walk
+                configs.append((prefill_attention_config(num_heads=s.num_heads, num_kv_heads=s.num_kv_heads,
+                                                         head_dim=s.head_dim, page_size=s.page_size,
+                                                         scale=s.attention_scale, dtype=dt, softcap=s.attn_softcap,
+                                                         check_finite=s.check_finite, decode=is_decode),
+                                "attention"))
     return configs
 
 

@@ -231,7 +231,8 @@ def test_decode_profile_breaks_a_graph_step_down(llama_dir, tmp_path):
         assert calls["matmul_kernel"] == 49  # qkv, o, down per layer + lm_head (bf16: no split yet)
         assert calls["matmul_silu_kernel"] == 16 and "silu_mul_kernel" not in calls  # gate/up with SiLU·up
         assert calls["rms_norm_kernel"] == 33  # two per layer + the final norm
-        assert calls["attention_partial_kernel"] == 16 and calls["attention_combine_kernel"] == 16
+        # a KV of one segment (the graph of the narrowest table): attention in one kernel a layer
+        assert calls["attention_prefill_kernel"] == 16 and "attention_partial_kernel" not in calls
         assert calls["rope_store_kv_kernel"] == 16  # q and k rotated, K/V written: one launch a layer
         assert "rope_kernel" not in calls and "store_kv_kernel" not in calls
     assert "| phase | ms (median) |" in (tmp_path / "decode_profile.md").read_text()
@@ -248,10 +249,12 @@ def test_engine_benchmark_counts_launches_and_splits_a_step_by_kernel(graphs):
         by_kernel = r["plan_launches_by_kernel"]
         assert by_kernel["matmul"] == 3 * layers + 1 and "matmul_split" not in by_kernel  # bf16: no split yet
         assert by_kernel["matmul_silu"] == layers and "silu_mul" not in by_kernel  # gate/up with SiLU·up
-        assert r["plan_launches_per_step"] == 9 * layers + 3  # embedding, final norm, lm_head
-        assert by_kernel == dict(sorted(graphs.runner.model.launches_per_forward(has_logits=True).items()))
+        # max_model_len 1,024: every table fits one segment, so attention is one kernel a layer
+        assert r["plan_launches_per_step"] == 8 * layers + 3  # embedding, final norm, lm_head
+        assert by_kernel == dict(sorted(graphs.runner.model.launches_per_forward(
+            has_logits=True, one_kernel_attention=True).items()))
         assert r["cuda_kernels_per_step"] >= r["plan_launches_per_step"]
         shares = {g["kernel"]: g["share"] for g in r["split"]}
-        assert {"matmul", "paged_attention", "attention_combine"} <= set(shares)
+        assert {"matmul", "attention_prefill"} <= set(shares)
         assert abs(sum(shares.values()) - 1) < 1e-6 and 0 < r["graph_gpu_ms"]
     assert "| kernel | calls/step | µs/step | share |" in "\n".join(profile_markdown(profile))

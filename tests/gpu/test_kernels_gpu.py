@@ -130,7 +130,8 @@ def test_llama_1b_attention_prefill_chunks_and_decode_agree():
 def test_llama_1b_one_kernel_attention_has_the_pairs_bits():
     """kernels/attention_prefill.py against the pair on the same launches, bitwise: fresh prompts
     crossing segment boundaries, a chunk after cached context, NaN and huge neighbours, and short
-    launches and decode rows, which ops.paged_attention would give the pair."""
+    launches and decode rows past one segment (the decode bucket's entry), which ops.paged_attention
+    gives the pair."""
     plan = preset_plan("llama-1b")
     s = plan.shape
     gen = torch.Generator().manual_seed(9)
@@ -139,7 +140,8 @@ def test_llama_1b_one_kernel_attention_has_the_pairs_bits():
     long, other = make(2 * _seg(plan) + 300), make(1500)
     launches = [[Step(long, 0, long.length)], [Step(long, 1400, long.length)],
                 [Step(other, 0, 1500), Step(make(33, "huge"), 0, 33), Step(make(17, "nan"), 16, 17)],
-                [Step(long, long.length - 1, long.length), Step(other, 1499, 1500)], [Step(other, 100, 164)]]
+                [Step(long, long.length - 1, long.length), Step(other, 1499, 1500)], [Step(other, 100, 164)],
+                [Step(other, 700, 701), Step(make(33, "huge"), 32, 33), Step(make(5, "nan"), 4, 5)]]
     one = one_kernel_attention(kernel=True)
     pair = functools.partial(ops.paged_attention, longest_kv_len=2**30)  # never long enough for the one kernel
     with use_plan(plan):

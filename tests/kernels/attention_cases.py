@@ -119,7 +119,8 @@ def one_kernel_attention(*, kernel: bool, entry=None) -> Callable[..., torch.Ten
     """An attention function with ops.paged_attention's signature that runs the one-kernel form
     (kernels/attention_prefill.py) on every launch, however short: which launches take it is a
     choice of speed, so tests hold it to the pair's bits on any schedule. ``kernel``: the Triton
-    kernel (CUDA or the interpreter), else its CPU twin; ``entry``: a configuration outside the
+    kernel (CUDA or the interpreter), else its CPU twin; a launch of no more tokens than requests
+    takes the decode bucket's entry, as in kernels/ops.py; ``entry``: a configuration outside the
     plan to launch instead of the active plan's entry."""
     from kernels import configs, cpu_attention, metadata
     from kernels.attention_prefill import launch_attention_prefill
@@ -130,7 +131,7 @@ def one_kernel_attention(*, kernel: bool, entry=None) -> Callable[..., torch.Ten
                   *, softcap=0.0):
         planned = entry or require(configs.prefill_attention_config(
             num_heads=q.shape[1], num_kv_heads=k_cache.shape[2], head_dim=q.shape[-1], page_size=k_cache.shape[1],
-            scale=scale, dtype=dtype_name(q.dtype), softcap=softcap))
+            scale=scale, dtype=dtype_name(q.dtype), softcap=softcap, decode=q.shape[0] <= block_table.shape[0]))
         seq_idx = metadata.token_requests(query_start_loc, q.shape[0]) if seq_idx is None else seq_idx
         out = torch.empty_like(q)
         flags = torch.full((q.shape[0], q.shape[1]), -1.0, device=q.device) if nonfinite is None else nonfinite

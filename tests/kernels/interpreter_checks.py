@@ -89,7 +89,7 @@ def triton_split_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 def triton_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, scale, seq_idx=None,
                      nonfinite=None):
     """The plan's attention kernels, launched as ops.paged_attention launches them on CUDA: the pair,
-    or for a long launch the one-kernel form."""
+    or for a long launch or a KV of one segment the one-kernel form."""
     seq_idx = metadata.token_requests(query_start_loc, q.shape[0]) if seq_idx is None else seq_idx
     out = torch.empty_like(q)
     flags = torch.full((q.shape[0], q.shape[1]), -1.0) if nonfinite is None else nonfinite
@@ -356,8 +356,14 @@ def check_attention(dtype: torch.dtype) -> str:
     failures = schedule_failures(request, chunks, companions, [0, 1, 0, 0], page_size=16, scale=scale, seed=3,
                                  poison="nan", attention=triton_attention)
     assert not failures, failures
+    # KV of one segment: a short prompt and its decode step, both in the one-kernel form (decode's tile)
+    short = make_request(40, 2, 1, 16, dtype, torch.Generator().manual_seed(5))
+    failures = schedule_failures(short, [(0, 39), (39, 40)], [[], [Step(other, 3, 4)]], [0, 1], page_size=16,
+                                 scale=scale, seed=5, poison="nan", attention=triton_attention)
+    assert not failures, failures
     return ("prefill (the one-kernel form) = chunked (the pair, merges of 2 heads a program, and the one-kernel "
-            "form) = decode (the pair, 1 head) bitwise, NaN neighbours and poisoned slots ignored")
+            "form) = decode (the pair, 1 head, past one segment; the one-kernel form's decode tile within one) "
+            "bitwise, NaN neighbours and poisoned slots ignored")
 
 
 def check_finiteness(dtype: torch.dtype) -> str:

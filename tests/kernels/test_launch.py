@@ -74,9 +74,10 @@ def _layer_launches(num_tokens: int, kv_length: int) -> frozenset[tuple]:
 
 
 def test_configurations_change_with_token_count_only_at_the_buckets():
-    one_query = {_layer_launches(t, kv) for t, kv in [(1, 1), (1, 63)]}  # one token per request: a decode step
-    decode = {_layer_launches(t, kv) for t, kv in [(7, 40), (16, 16)]}
-    middle = {_layer_launches(t, kv) for t, kv in [(17, 17), (33, 33), (63, 130)]}
+    # KV past one segment (SEG = 128 keys in float32 plans; here the block table's width bounds it)
+    one_query = {_layer_launches(t, kv) for t, kv in [(1, 130), (1, 200)]}  # one token per request: a decode step
+    decode = {_layer_launches(t, kv) for t, kv in [(7, 140), (16, 150)]}
+    middle = {_layer_launches(t, kv) for t, kv in [(17, 170), (33, 180), (63, 130)]}
     prefill = {_layer_launches(t, kv) for t, kv in [(64, 64), (100, 170)]}  # PREFILL_ROWS["float32"] = 64
     # the row count matters only at DECODE_ROWS and PREFILL_ROWS, and for attention at one query
     # per request (the attention decode bucket: its walk and its merge) and at
@@ -96,6 +97,16 @@ def test_configurations_change_with_token_count_only_at_the_buckets():
     assert {n for n, v in set(cfg_a) ^ set(cfg_b)} == {"BLOCK_Q"}  # same KV tiles, segments and order
     assert {merge_a, merge_b} == {"attention_combine.hq4_d16_s128", "attention_combine.hq4_d16_s128_h4"}
     assert {n for n, v in set(merge_cfg_a) ^ set(merge_cfg_b)} == {"BLOCK_H"}  # heads a program alone
+    # KV of one segment: attention in one kernel, with the decode bucket's tile at one query per request
+    (short_single,) = {_layer_launches(t, kv) for t, kv in [(1, 1), (1, 63)]}
+    (short_small,) = {_layer_launches(t, kv) for t, kv in [(7, 40), (16, 16)]}
+    for short, long, key in ((short_single, single, "attention_prefill.hq4_hkv2_d16_p16_q8"),
+                             (short_small, small, "attention_prefill.hq4_hkv2_d16_p16")):
+        changed = sorted(short ^ long)
+        assert [(record[0], record in short) for record in changed] == [
+            ("attention_combine", False), ("attention_prefill", True), ("paged_attention", False)]
+        assert changed[1][1] == key
+        assert len(short) == len(long) - 1
     # 9 per layer: o_proj runs the split-K pair, gate/up one launch with SiLU in its epilogue
     assert len(small) == len(mid) == len(large) == 9
 

@@ -153,9 +153,9 @@ def test_full_causal_plan_entries_are_unchanged():
     assert llama.entry("paged_attention.hq32_hkv8_d64_p16").constexpr_dict()["BLOCK_N"] == 128
     assert llama.entry("paged_attention.hq32_hkv8_d64_p16").constexpr_dict()["SEG"] == 1024
     for name in ("tiny", "llama-1b", "qwen3-0.6b", "mistral-7b"):
-        # with the decode and prefill buckets, and the one-kernel form of long launches
+        # with the decode and prefill buckets, and the one-kernel form (its own decode bucket)
         keys = [k for k in preset_plan(name).keys() if "attention" in k]
-        assert len(keys) == 5 and not any("_w" in k or "_cap" in k for k in keys), keys
+        assert len(keys) == 6 and not any("_w" in k or "_cap" in k for k in keys), keys
 
 
 def test_windowed_plans_hold_one_pair_per_window_and_wide_heads_take_64_key_tiles():
@@ -165,7 +165,7 @@ def test_windowed_plans_hold_one_pair_per_window_and_wide_heads_take_64_key_tile
     keys = [k for k in plan_for(shape).keys() if "attention" in k]
     assert keys == ["attention_combine.hq4_d256_s512", "attention_combine.hq4_d256_s512_h4",
                     "attention_combine.hq4_d256_s512_w512", "attention_combine.hq4_d256_s512_w512_h4",
-                    "attention_prefill.hq4_hkv1_d256_p16_cap50",
+                    "attention_prefill.hq4_hkv1_d256_p16_cap50", "attention_prefill.hq4_hkv1_d256_p16_cap50_q4",
                     "paged_attention.hq4_hkv1_d256_p16_cap50", "paged_attention.hq4_hkv1_d256_p16_cap50_q4",
                     "paged_attention.hq4_hkv1_d256_p16_w512_cap50", "paged_attention.hq4_hkv1_d256_p16_w512_cap50_q4"]
     entry = plan_for(shape).entry("paged_attention.hq4_hkv1_d256_p16_w512_cap50").constexpr_dict()

@@ -28,8 +28,8 @@ TARGETS = {t.key: t for shape in SHAPES.values() for t in targets_from_plan(plan
 
 def test_every_shape_contributes_windowed_entries():
     # 5 merges, each with its prefill bucket's entry (4 heads a program), 6 walks, each with its
-    # decode bucket's entry, and the one-kernel form of the softcapped full causal layers
-    assert len(TARGETS) == 23 and sum(k.endswith(('_q4', '_q8')) for k in TARGETS) == 6, sorted(TARGETS)
+    # decode bucket's entry, and the one-kernel form of the softcapped full causal layers with its own
+    assert len(TARGETS) == 24 and sum(k.endswith(('_q4', '_q8')) for k in TARGETS) == 7, sorted(TARGETS)
     assert sum(k.endswith("_h4") for k in TARGETS) == 5, sorted(TARGETS)
 
 
