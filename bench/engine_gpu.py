@@ -16,8 +16,9 @@ Parts, in order; each records its result or its error and the run goes on:
                   kernels per step and the step's GPU time split by kernel (torch.profiler)
   engine_prefill  4 x 4096 and 1 x 16384 fresh prompt tokens
   torch_eager     plain torch decode loop (SDPA, preallocated K/V cache)
-  torch_compiled  the same decode, gpt-fast style: K/V caches as module buffers, attention over the
-                  whole cache with a mask, torch.compile(mode="reduce-overhead") (CUDA graphs)
+  torch_compiled  the same decode, gpt-fast style: K/V caches as module buffers sized per context,
+                  attention over the whole cache with a mask, torch.compile(mode="reduce-overhead")
+                  (CUDA graphs), one compilation per context
   transformers    LlamaForCausalLM.generate on the same checkpoint: decode by context, prefill
   multi_turn      4 sessions x 6 turns, 16K first prompt with an 8K shared cached prefix, +256
                   tokens per follow-up, 768 output tokens per turn, 0.5 s between turns

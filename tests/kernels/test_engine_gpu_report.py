@@ -62,6 +62,37 @@ def test_the_compiled_baseline_model_is_the_eager_loops_model(tmp_path):
             assert torch.equal(ours, theirs), pos
 
 
+def test_the_compiled_baseline_sizes_a_cache_per_context_and_loads_the_weights_once(tmp_path, monkeypatch):
+    """Each context decodes with a cache of its own size (so a short context does not pay for the
+    longest one's cache) and compiles afresh; the weights are loaded once. torch.compile is the
+    identity here: what is under test is the bench's loop, not Inductor."""
+    import torch
+
+    import bench.engine_gpu_compiled as compiled
+    from bench.engine_gpu_common import Budget
+    from engine.checkpoint import make_checkpoint
+
+    model_dir = make_checkpoint("tiny", tmp_path, seed=0)
+    loads, caches, resets = [], [], []
+    real_load = compiled.load_weights
+    monkeypatch.setattr(compiled, "load_weights", lambda *a, **k: loads.append(1) or real_load(*a, **k))
+    monkeypatch.setattr(torch, "compile", lambda model, **kw: caches.append(model.k_cache.shape[3]) or model)
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(1))
+    out = compiled.torch_compiled_decode(model_dir, contexts=[0, 40], batch=2, new_tokens=4, repeats=1,
+                                         budget=Budget(10_000.0), device="cpu")
+    assert caches == [5, 45] and len(loads) == 1 and len(resets) == 2
+    assert [out[c]["cache_positions"] for c in ("0", "40")] == [5, 45]
+    assert all(out[c]["tokens_per_s"]["n"] == 1 for c in ("0", "40"))
+    # time for the first compilation and not for another: the later context is skipped with the reason
+    class FirstOnly(Budget):
+        def allows(self, seconds: float) -> bool:
+            return seconds >= compiled.COMPILE_RESERVE_S
+
+    late = compiled.torch_compiled_decode(model_dir, contexts=[0, 40], batch=2, new_tokens=4, repeats=1,
+                                          budget=FirstOnly(1.0), device="cpu")
+    assert "tokens_per_s" in late["0"] and "time budget" in late["40"]["skipped"]
+
+
 def test_the_summary_counts_the_collector_passes_inside_timed_decode_runs():
     results = {"environment": {"torch": "2", "triton": "3"},
                "parts": {"engine_decode": {"result": {
