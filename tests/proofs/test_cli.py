@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from assurance.cli.main import app
@@ -90,3 +91,19 @@ def test_bad_worker_counts_exit_2_with_the_setting_named(monkeypatch):
         monkeypatch.setenv("BITCASE_VERIFY_JOBS", bad)
         result = runner.invoke(app, ["verify", "--plan", "tiny", "--key", "rms_norm.h64"])
         assert result.exit_code == 2 and "BITCASE_VERIFY_JOBS" in result.output, result.output
+
+
+def test_the_real_shape_q_k_norm_is_verified_through_the_cli():
+    result = runner.invoke(app, ["verify", "--plan", "qwen3-0.6b", "--key", "rms_norm.h128", "--json"])
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads(result.stdout)
+    assert entry["verdict"] == "VERIFIED" and entry["key"] == "rms_norm.h128"
+
+
+@pytest.mark.parametrize("key", ["gelu_tanh_mul.i6912", "rms_norm.h1152_residual_offset",
+                                 "embedding.v262144_h1152_scaled"])
+def test_the_gemma3_1b_kernels_are_verified_through_the_cli(key):
+    result = runner.invoke(app, ["verify", "--plan", "gemma3-1b", "--key", key, "--json"])
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads(result.stdout)
+    assert entry["verdict"] == "VERIFIED" and entry["key"] == key

@@ -7,8 +7,8 @@ from proofs.planrun import targets_from_plan, verify_target
 
 
 @pytest.mark.parametrize("target", targets_from_plan(preset_plan("tiny")), ids=lambda t: t.key)
-def test_tiny_plan_entry_is_verified(target):
-    result = verify_target(target)
+def test_tiny_plan_entry_is_verified(target, tiny_plan_results):
+    result = tiny_plan_results[target.key]
     assert result.verdict == "VERIFIED", result.reason
     assert result.source_digest == target.source_digest
 
@@ -31,9 +31,9 @@ def test_a_changed_source_is_not_verified(tmp_path):
     assert result.verdict == "UNKNOWN" and "changed since the plan was sealed" in result.reason
 
 
-def test_wrapper_asserts_back_premises():
+def test_wrapper_asserts_back_premises(tiny_plan_results):
     target = next(t for t in targets_from_plan(preset_plan("tiny")) if t.kernel == "matmul")
-    result = verify_target(target)
+    result = tiny_plan_results[target.key]
     checked = {p.text: p.checked for p in result.premises}
     assert checked["stride_wn == K"].startswith("wrapper check at line")
     assert checked["M >= 1"].startswith("wrapper check")  # the early return on an empty batch
@@ -41,11 +41,11 @@ def test_wrapper_asserts_back_premises():
     assert checked["every tensor's element extent is below 2**31 (32-bit offsets)"].startswith("wrapper check")
 
 
-def test_split_k_premises_are_asserted_by_the_wrappers():
+def test_split_k_premises_are_asserted_by_the_wrappers(tiny_plan_results):
     # the float32 plans split (kernels/configs.py SPLIT_K); the bf16 ones keep one launch for now
     targets = {t.kernel: t for t in targets_from_plan(preset_plan("tiny")) if t.kernel.startswith("matmul_")}
     for kernel, rows in (("matmul_split", "M"), ("matmul_combine", "M"), ("matmul_combine_norm", "T")):
-        result = verify_target(targets[kernel])
+        result = tiny_plan_results[targets[kernel].key]
         checked = {p.text: p.checked for p in result.premises}
         width = "H" if kernel == "matmul_combine_norm" else "N"
         assert checked[f"stride_ps == {rows} * {width}"].startswith("wrapper check"), kernel
