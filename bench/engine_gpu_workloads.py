@@ -11,6 +11,7 @@ is left out of them first, as in ``bitcase serve``'s engine process.
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -64,6 +65,12 @@ def _run(engine: LLMEngine, prompts: Sequence[Sequence[int]], max_tokens: int) -
             "step_s": step_s, "gc_full_ms": gc_ms}
 
 
+def _slowest(step_s: Sequence[float], count: int = 3) -> list[list[float]]:
+    """The ``count`` slowest steps of a run as [step number from 1, ms], slowest first."""
+    ranked = sorted(range(len(step_s)), key=lambda i: -step_s[i])[:count]
+    return [[i + 1, round(1e3 * step_s[i], 3)] for i in ranked]
+
+
 def _decode_runs(engine: LLMEngine, prompts: list[list[int]], new_tokens: int, repeats: int) -> dict[str, Any]:
     warm = _run(engine, prompts, 2)  # fills the prefix cache with the context
     runs = [_run(engine, prompts, new_tokens) for _ in range(repeats)]
@@ -71,6 +78,10 @@ def _decode_runs(engine: LLMEngine, prompts: list[list[int]], new_tokens: int, r
     return {"tokens_per_s": summary([batch * (new_tokens - 1) / r["decode_s"] for r in runs]),
             "step_ms": summary([1e3 * sorted(r["step_s"])[len(r["step_s"]) // 2] for r in runs]),
             "longest_step_ms": [round(1e3 * max(r["step_s"]), 3) for r in runs],
+            # what separates tokens/s from the median step: per run, the three slowest steps as
+            # (step after the first token, from 1; ms), and the mean step
+            "slowest_steps": [_slowest(r["step_s"]) for r in runs],
+            "mean_step_ms": summary([1e3 * statistics.fmean(r["step_s"]) for r in runs]),
             "gc_full_passes_ms": [[round(ms, 1) for ms in r["gc_full_ms"]] for r in runs],
             "first_token_s": summary([r["first_token_s"] for r in runs]), "warm_up_prefill_s": warm["first_token_s"],
             "batch": batch, "new_tokens": new_tokens}

@@ -136,3 +136,10 @@ def test_bad_decode_contexts_are_a_usage_error_before_anything_runs(tmp_path, ca
             engine_gpu.main(["--out", str(tmp_path / "out"), "--contexts", contexts])
         assert exc.value.code == 2 and reason in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_slowest_steps_are_named_by_their_step_number_slowest_first():
+    from bench.engine_gpu_workloads import _slowest
+
+    assert _slowest([0.001, 0.003, 0.0011, 0.002]) == [[2, 3.0], [4, 2.0], [3, 1.1]]
+    assert _slowest([0.001]) == [[1, 1.0]]
