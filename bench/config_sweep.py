@@ -47,6 +47,16 @@ def _entry(preset: str, key: str, kind: str, cand: tuple):
     return sc.variant_entry(base, *cand)
 
 
+def _prepare(device: str) -> None:
+    """Under Triton's interpreter (``--device cpu``), the patches its kernel checks need: loop bounds
+    from loaded scalars, and a tl.dot whose element bits do not depend on its tile position."""
+    if device == "cpu":
+        from tests.kernels.interpreter_checks import prepare_interpreter_worker
+
+        if not prepare_interpreter_worker():
+            raise SystemExit(2)
+
+
 def _warm(job: tuple) -> tuple[tuple, str | None]:
     """Compile one candidate by launching it once on small inputs (fills Triton's disk cache)."""
     preset, kind, key, cand, device = job
@@ -224,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     SETTINGS.update(device=args.device, prefill_m=args.prefill_m, kv_lens=args.kv_len)
+    _prepare(args.device)
     _select_candidates(args, parser)
     start = time.monotonic()
     deadline = start + args.budget_s
@@ -243,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs += [(args.preset, "matmul", k, c, args.device) for k in matmul_keys
              for c in sc.matmul_candidates(plan.entry(k).constexpr_dict()["N"])]
     errors: dict = {}
-    with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
+    with multiprocessing.get_context("spawn").Pool(args.workers, _prepare, (args.device,)) as pool:
         for (_, kind, key, cand, _), error in pool.imap_unordered(_warm, jobs):
             if error:
                 errors[(kind, key, cand)] = error
