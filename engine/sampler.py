@@ -15,7 +15,7 @@ import torch
 
 from engine.sampling_params import SamplerState, SamplingParams, uniform
 
-__all__ = ["sample", "nucleus", "whole_row_cut", "greedy_tokens"]
+__all__ = ["sample", "nucleus", "whole_row_cut", "greedy_tokens", "split_argmax"]
 
 # The top-p cut sorts first the entries within these fractions of the row's largest probability.
 NUCLEUS_LEVELS = (2.0**-8, 2.0**-16, 2.0**-32)
@@ -89,12 +89,13 @@ def whole_row_cut(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     return probs.index_fill(0, order[mass_before >= top_p], 0.0)
 
 
-_MAX_PARTS = 64
-_MIN_PART_LEN = 1024
+# bench/greedy_tokens.py, H100, 4 rows of 128,256: 64 parts 15.1 us, 128 12.3, 256 11.1, 1,002 11.4
+_MAX_PARTS = 256
+_MIN_PART_LEN = 256
 
 
 def _num_parts(vocab_size: int) -> int:
-    """Equal parts a row is split into for :func:`greedy_tokens`: a power of two dividing it."""
+    """Equal parts a row is split into for :func:`greedy_tokens`: a power of two dividing it, parts of at least _MIN_PART_LEN."""
     parts = 1
     while parts < _MAX_PARTS and vocab_size % (2 * parts) == 0 and vocab_size // (2 * parts) >= _MIN_PART_LEN:
         parts *= 2
@@ -111,8 +112,14 @@ def greedy_tokens(logits: torch.Tensor) -> torch.Tensor:
     NaN has NaN as its maximum, and the first such part holds the first NaN).
     """
     # logits: [S, V] float32
+    return split_argmax(logits, _num_parts(logits.shape[1]))
+
+
+def split_argmax(logits: torch.Tensor, parts: int) -> torch.Tensor:
+    """``[S]`` int64 ``torch.argmax(logits, dim=-1)`` of ``logits`` [S, V] through ``parts`` equal parts
+    (a divisor of V) of each row, as :func:`greedy_tokens` describes."""
     num_rows, vocab_size = logits.shape
-    parts = _num_parts(vocab_size)
+    assert vocab_size % parts == 0, f"{parts} parts do not divide a row of {vocab_size}"
     if parts == 1:
         return torch.argmax(logits, dim=-1)
     pieces = logits.view(num_rows, parts, vocab_size // parts)  # [S, P, V/P]
