@@ -37,7 +37,7 @@ from engine.deployment import DeploymentMismatch, build_deployment
 from engine.finiteness import NonFiniteEvent, flagged_chunks
 from engine.model_config import read_model_spec
 from engine.model_runner import Chunk, Launched, ModelRunner, device_scope
-from engine.row_digests import DigestQueue, PendingEntry, resolve_entries
+from engine.row_digests import DigestQueue, PendingEntry, PendingTraces, resolve_entries
 from engine.sampler import sample
 from engine.sampling_params import SamplerState, SamplingParams
 from engine.scheduler import ScheduledChunk, Scheduler, StepPlan
@@ -174,6 +174,7 @@ class LLMEngine:
         self.scheduler = Scheduler(self.config, self.block_manager)
         self.checker = InvariantChecker(self) if self.config.check_mode else None
         self.digests = DigestQueue()  # sampled rows waiting for their digests
+        self.pending_traces = PendingTraces()  # trace entries resolved as their digests finish
         self.stop_token_ids = frozenset(self.spec.eos_token_ids)
         self.num_steps = 0
         self._ids = itertools.count()
@@ -272,6 +273,7 @@ class LLMEngine:
         if launched is not None and self.can_overlap and all(c.seq.params.is_greedy for c in plan.chunks):
             self._launch_ahead(plan, launched, rows)
         self.digests.start()
+        self.pending_traces.resolve_done()  # host work while the device computes the step
         logits, greedy_tokens = self._no_logits, None
         if launched is not None:
             logits = self.runner.collect(launched)
@@ -299,6 +301,7 @@ class LLMEngine:
             digest = self.digests.add(row if kept is None else kept)
             if kept is None:
                 readers.append(digest)
+            self.pending_traces.add(seq.trace, len(seq.trace))
             seq.trace.append(PendingEntry(seq.num_output_tokens, token, state, digest, kept))
             produced.append(ProducedToken(seq.request_id, seq.num_output_tokens, token,
                                           row if kept is None else kept, digest))
