@@ -11,7 +11,8 @@ For each cached context, with the benchmark's engine (CUDA graphs on, batch 4, g
     wall time minus this is what the host adds;
   * per-kernel GPU time of the same padded forward run eagerly under ``torch.profiler``
     (kernels grouped by name; the graph replays the same kernels and launch configurations).
-Writes DIR/decode_profile.json and DIR/decode_profile.md; medians over the steps of the run.
+Writes DIR/decode_profile.json and DIR/decode_profile.md; medians over the steps of the run, and
+the phases of its five slowest steps one by one.
 ``--host-profile`` also runs the same decode on a fresh engine under ``cProfile`` (no phase
 timers) and writes the functions with the most own time per step to DIR/decode_host_profile.md:
 where the host's share of a step goes when the host, not the GPU, sets the step's pace.
@@ -44,6 +45,7 @@ from engine.llm_engine import LLMEngine  # noqa: E402
 from engine.sampling_params import SamplingParams  # noqa: E402
 
 BATCH = 4
+SLOWEST = 5  # slowest steps of a context whose phases are reported one by one
 
 
 class PhaseTimer:
@@ -169,7 +171,11 @@ def profile_context(engine: LLMEngine, context: int, new_tokens: int) -> dict[st
     phases = sorted({k for s in decode_steps for k in s})
     medians = {k: 1e3 * statistics.median(s.get(k, 0.0) for s in decode_steps) for k in phases}
     kernels = kernel_breakdown(engine, prompts)
+    slowest = sorted(range(len(decode_steps)), key=lambda i: -decode_steps[i]["step"])[:SLOWEST]
     return {"context": context, "steps": len(decode_steps), "phase_ms_median": medians,
+            # the slowest steps' phases: where a step far above the median spent its time
+            "slowest_steps": [{"number": i + 1, "phase_ms": {k: round(1e3 * v, 3) for k, v in decode_steps[i].items()}}
+                              for i in slowest],
             "graph_gpu_ms": graph_gpu_ms(engine, prompts),
             "kernels": kernels, "kernel_us_sum": sum(k["us_per_step"] for k in kernels)}
 
@@ -205,6 +211,11 @@ def markdown(results: list[dict[str, Any]]) -> str:
                      f"eager kernels sum {r['kernel_us_sum'] / 1e3:.3f} ms\n")
         lines.append("| phase | ms (median) |\n|---|---|")
         lines += [f"| {k} | {v:.3f} |" for k, v in sorted(p.items(), key=lambda kv: -kv[1])]
+        lines.append("\nslowest steps (number from 1: wall ms, then its phases in ms, largest first):\n")
+        for s in r["slowest_steps"]:
+            phases = sorted(((k, v) for k, v in s["phase_ms"].items() if k != "step"), key=lambda kv: -kv[1])
+            lines.append(f"- step {s['number']}: {s['phase_ms']['step']:.3f}; " +
+                         ", ".join(f"{k} {v:.3f}" for k, v in phases))
         lines.append("\n| kernel | calls/step | µs/step |\n|---|---|---|")
         lines += [f"| {k['kernel'][:90]} | {k['calls_per_step']:.0f} | {k['us_per_step']:.1f} |" for k in r["kernels"]]
         lines.append("")

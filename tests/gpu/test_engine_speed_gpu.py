@@ -227,6 +227,11 @@ def test_decode_profile_breaks_a_graph_step_down(llama_dir, tmp_path):
         # Overlapped steps take about the graph's GPU time each, so a replay timed on its own can come
         # out a little above the median step (seen: 1.179 against 1.170 ms); far above it is wrong.
         assert 0 < r["graph_gpu_ms"] < 1.1 * phases["step"]
+        slowest = r["slowest_steps"]
+        assert len(slowest) == 5 and len({s["number"] for s in slowest}) == 5
+        walls = [s["phase_ms"]["step"] for s in slowest]
+        assert all(1 <= s["number"] <= 7 for s in slowest) and walls == sorted(walls, reverse=True)
+        assert walls[0] >= round(phases["step"], 3)
         calls = {k["kernel"]: k["calls_per_step"] for k in r["kernels"]}
         assert calls["matmul_kernel"] == 49  # qkv, o, down per layer + lm_head (bf16: no split yet)
         assert calls["matmul_silu_kernel"] == 16 and "silu_mul_kernel" not in calls  # gate/up with SiLU·up
@@ -236,6 +241,7 @@ def test_decode_profile_breaks_a_graph_step_down(llama_dir, tmp_path):
         assert calls["rope_store_kv_kernel"] == 16  # q and k rotated, K/V written: one launch a layer
         assert "rope_kernel" not in calls and "store_kv_kernel" not in calls
     assert "| phase | ms (median) |" in (tmp_path / "decode_profile.md").read_text()
+    assert "slowest steps" in (tmp_path / "decode_profile.md").read_text()
 
 
 def test_engine_benchmark_counts_launches_and_splits_a_step_by_kernel(graphs):
@@ -258,3 +264,14 @@ def test_engine_benchmark_counts_launches_and_splits_a_step_by_kernel(graphs):
         assert {"matmul", "attention_prefill"} <= set(shares)
         assert abs(sum(shares.values()) - 1) < 1e-6 and 0 < r["graph_gpu_ms"]
     assert "| kernel | calls/step | µs/step | share |" in "\n".join(profile_markdown(profile))
+
+
+def test_greedy_tokens_bench_checks_every_part_count(tmp_path):
+    """bench/greedy_tokens.py: every part count's token equals argmax's, and the foreach copy's bytes the sources'."""
+    from bench import greedy_tokens
+    out = tmp_path / "greedy.json"
+    assert greedy_tokens.main(["--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert [g["parts"] for g in result["greedy"] if g["is_engine"]] == [256]
+    assert all(g["equal_to_argmax"] and g["us"] > 0 for g in result["greedy"])
+    assert result["slot_copies"]["foreach_equal"]
