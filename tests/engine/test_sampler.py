@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import sampler
-from engine.sampler import _num_parts, greedy_tokens, nucleus, sample, split_argmax
+from engine.sampler import _num_parts, greedy_tokens, nucleus, sample
 from engine.sampling_params import SamplerState, SamplingParams, uniform
 
 ROW = torch.linspace(-2.0, 2.0, 50, dtype=torch.float32)[torch.randperm(50, generator=torch.Generator().manual_seed(0))]
@@ -140,17 +140,3 @@ def test_greedy_rows_are_split_only_into_equal_parts_of_at_least_256():
     assert _num_parts(128256) == 256 and 128256 // 256 == 501  # llama-3's vocabulary
     assert _num_parts(151936) == 128 and _num_parts(262144) == 256  # qwen3's (2^7 x 1,187), gemma3's
     assert _num_parts(1024) == 4 and _num_parts(3 * 256) == 2 and _num_parts(500) == 1 and _num_parts(256) == 1
-
-
-def test_split_argmax_is_argmax_at_every_part_count_the_bench_times():
-    """bench/greedy_tokens.py times these part counts; each must give argmax's index, ties and NaN included."""
-    from bench.greedy_tokens import adversarial_rows, part_counts
-    vocab_size = 128256
-    counts = part_counts(vocab_size)
-    assert 1 in counts and 64 in counts and 256 in counts and all(vocab_size % p == 0 for p in counts)
-    for rows in adversarial_rows(4, vocab_size, counts, device="cpu"):
-        expected = torch.argmax(rows, dim=-1)
-        for parts in counts:
-            assert torch.equal(split_argmax(rows, parts), expected), parts
-    with pytest.raises(AssertionError, match="do not divide"):
-        split_argmax(torch.zeros(2, 1000), 3)
