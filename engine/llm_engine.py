@@ -223,7 +223,9 @@ class LLMEngine:
         if params.stop_token_ids is not None:
             stop = frozenset(params.stop_token_ids)
         self._used_ids.add(request_id)
-        prompt = tuple(int(t) for t in prompt_token_ids)  # numpy integers become plain ints
+        # numpy integers become plain ints; a prompt of plain ints (the common case) is taken as is
+        prompt = tuple(prompt_token_ids) if set(map(type, prompt_token_ids)) <= {int} else \
+            tuple(int(t) for t in prompt_token_ids)
         self.scheduler.add(Request(request_id, prompt, params, stop_token_ids=stop))
         return request_id
 
@@ -273,7 +275,9 @@ class LLMEngine:
         if launched is not None and self.can_overlap and all(c.seq.params.is_greedy for c in plan.chunks):
             self._launch_ahead(plan, launched, rows)
         self.digests.start()
-        self.pending_traces.resolve_done()  # host work while the device computes the step
+        # host work while the device computes the step
+        self.pending_traces.resolve_done()
+        self.scheduler.hash_pages(plan)
         logits, greedy_tokens = self._no_logits, None
         if launched is not None:
             logits = self.runner.collect(launched)

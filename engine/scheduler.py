@@ -129,6 +129,16 @@ class Scheduler:
             budget -= end - start
         return StepPlan(tuple(chunks), tuple(admitted), tuple(preempted), bm.num_evictions - evictions_before)
 
+    def hash_pages(self, plan: StepPlan) -> None:
+        """Compute the page hashes :meth:`commit` of ``plan`` publishes with (host work while the
+        device computes the step): only pages of tokens the history already holds."""
+        if not self.block_manager.enable_prefix_caching:
+            return
+        for c in plan.chunks:
+            seq = c.seq
+            self.block_manager.page_hashes(seq.token_ids, min(c.end, seq.num_tokens) // self.page_size,
+                                           seq.page_hashes)
+
     def schedule_ahead(self, plan: StepPlan, *, max_num_rows: int) -> StepPlan | None:
         """Plan the decode step after ``plan`` before ``plan`` is committed; None when it cannot be.
 

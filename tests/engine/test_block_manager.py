@@ -103,3 +103,29 @@ def test_disabled_prefix_caching_never_matches_or_publishes():
     assert not any(p.has_provenance for p in bm.pages)
     bm.release(table)
     assert bm.num_free_pages == 8
+
+
+def test_chain_hash_is_keyed_blake2b_of_the_parent_and_the_page_tokens():
+    import hashlib
+    import struct
+
+    for parent, tokens in ((0, ()), (1, (0,)), (2**64 - 1, (5, 128255, 7, 0)), (-3, tuple(range(16)))):
+        h = hashlib.blake2b(digest_size=8, person=b"bitcase-pages")
+        h.update(struct.pack("<Q", parent & (2**64 - 1)) + struct.pack(f"<{len(tokens)}q", *tokens))
+        assert chain_hash(parent, tokens) == int.from_bytes(h.digest(), "little")
+
+
+def test_a_prompt_the_cache_misses_is_hashed_only_up_to_its_first_miss():
+    calls: list[tuple[int, ...]] = []
+
+    def counting_hash(parent_hash: int, tokens: tuple[int, ...]) -> int:
+        calls.append(tokens)
+        return chain_hash(parent_hash, tokens)
+
+    bm = BlockManager(16, P, page_hash=counting_hash)
+    donor, _, _ = run_prefill(bm, [1, 2, 3, 4, 5, 6, 7, 8, 9])
+    calls.clear()
+    cache: list[int] = []
+    assert bm.match_prefix([1, 2, 3, 4, 9, 9, 9, 9, 8, 8, 8, 8, 7], cache) == donor[:1]
+    assert calls == [(1, 2, 3, 4), (9, 9, 9, 9)]  # the first page hits, the second misses: stop there
+    assert len(cache) == 2

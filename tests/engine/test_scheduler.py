@@ -149,3 +149,26 @@ def test_live_chunks_drop_finished_requests_and_refuse_a_stale_plan():
     b.token_ids.append(1)  # the history moved on without the step planned ahead
     with pytest.raises(RuntimeError, match="no longer matches"):
         Scheduler.live_chunks(ahead)
+
+
+def test_page_hashes_of_a_step_are_computed_ahead_of_its_commit_for_known_tokens_only():
+    scheduler, bm = make(budget=8)
+    seq = request("a", range(1, 15), max_tokens=8)
+    scheduler.add(seq)
+    plan = scheduler.schedule()  # rows 0..8: a miss hashes only the first page at admission
+    assert len(seq.page_hashes) == 1
+    scheduler.hash_pages(plan)
+    assert seq.page_hashes == bm.page_hashes(seq.token_ids, 2, [])
+    scheduler.commit(plan, [])
+    assert [bm.pages[p].hash for p in seq.page_table[:2]] == seq.page_hashes  # published with them
+    # a step planned ahead reads a token its history does not hold yet: that page is not hashed
+    scheduler, bm = make()
+    b = request("b", range(1, 7), max_tokens=8)
+    plan = decoding(scheduler, b)  # b decodes position 6; its history holds positions 0..6
+    ahead = scheduler.schedule_ahead(plan, max_num_rows=4)
+    assert [(c.start, c.end) for c in ahead.chunks] == [(7, 8)]  # ends b's second page
+    scheduler.hash_pages(ahead)
+    assert len(b.page_hashes) == 1
+    scheduler.commit(plan, [(5, b.sampler_state.advanced())])
+    scheduler.hash_pages(ahead)  # once the commit appended position 7's token
+    assert b.page_hashes == bm.page_hashes([1, 2, 3, 4, 5, 6, 0, 5], 2, [])
