@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Iterable, Sequence
@@ -79,7 +79,9 @@ class BlockManager:
         self.enable_prefix_caching = enable_prefix_caching
         self.pages = [Page(i) for i in range(num_pages)]
         self.free: deque[int] = deque(range(num_pages))
-        self.evictable: dict[int, None] = {}  # unreferenced leaves with provenance, in eviction order
+        # unreferenced leaves with provenance, in eviction order; ordered so that taking the oldest
+        # is O(1): a plain dict's first key is found past every slot freed before it
+        self.evictable: OrderedDict[int, None] = OrderedDict()
         self.registry: dict[int, int] = {}  # chain hash -> first page published with it
         self.num_cached_pages = 0  # unreferenced pages with provenance
         self.num_evictions = 0
@@ -192,8 +194,7 @@ class BlockManager:
     def _evict_one(self) -> None:
         if not self.evictable:
             raise OutOfPagesError("no free page and no evictable cached page")
-        pid = next(iter(self.evictable))
-        del self.evictable[pid]
+        pid, _ = self.evictable.popitem(last=False)
         page = self.pages[pid]
         if self.registry.get(page.hash) == pid:  # type: ignore[arg-type]
             del self.registry[page.hash]  # type: ignore[arg-type]
