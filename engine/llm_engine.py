@@ -191,30 +191,35 @@ class LLMEngine:
     # --- requests ----------------------------------------------------------------------------
     def validate(self, prompt_token_ids: Sequence[int], params: SamplingParams) -> None:
         """Raise :class:`BadRequestError` saying what is wrong with a request (changes nothing)."""
+        self._validated(prompt_token_ids, params)
+
+    def _validated(self, prompt_token_ids: Sequence[int], params: SamplingParams) -> tuple[int, ...]:
+        """:meth:`validate`; returns the prompt as a tuple of plain ints."""
         if not isinstance(params, SamplingParams):
             raise BadRequestError(f"sampling must be a SamplingParams, got {type(params).__name__}")
         if isinstance(prompt_token_ids, (str, bytes)) or not isinstance(prompt_token_ids, Sequence):
             raise BadRequestError(f"a prompt is a list of token ids, got {type(prompt_token_ids).__name__}")
         if not prompt_token_ids:
             raise BadRequestError("the prompt is empty; give at least one token id")
-        vocab = self.spec.vocab_size
+        vocab, prompt = self.spec.vocab_size, tuple(prompt_token_ids)
         # Plain ints in range, checked in bulk (a 16K-token prompt: a few ms one by one); anything
         # else is looked at token by token, to name the first bad one.
-        if not (set(map(type, prompt_token_ids)) <= {int} and 0 <= min(prompt_token_ids)
-                and max(prompt_token_ids) < vocab):
-            for i, t in enumerate(prompt_token_ids):
+        if not (set(map(type, prompt)) <= {int} and 0 <= min(prompt) and max(prompt) < vocab):
+            for i, t in enumerate(prompt):
                 if not isinstance(t, numbers.Integral) or isinstance(t, bool) or not 0 <= t < vocab:
                     raise BadRequestError(f"prompt token {i} is {t!r}; token ids are integers in [0, {vocab})")
-        needed = len(prompt_token_ids) + params.max_tokens
+            prompt = tuple(int(t) for t in prompt)  # numpy integers become plain ints
+        needed = len(prompt) + params.max_tokens
         if needed > self.config.max_model_len:
-            raise BadRequestError(f"request needs {needed} positions (prompt {len(prompt_token_ids)} + max_tokens "
+            raise BadRequestError(f"request needs {needed} positions (prompt {len(prompt)} + max_tokens "
                                   f"{params.max_tokens}) but max_model_len is {self.config.max_model_len}")
+        return prompt
 
     def add_request(self, prompt_token_ids: Sequence[int], params: SamplingParams | None = None, *,
                     request_id: str | None = None) -> str:
         """Validate and queue a request; returns its id."""
         params = SamplingParams() if params is None else params
-        self.validate(prompt_token_ids, params)
+        prompt = self._validated(prompt_token_ids, params)
         if request_id is None:
             request_id = next(f"req-{n}" for n in self._ids if f"req-{n}" not in self._used_ids)
         elif not isinstance(request_id, str) or not request_id or request_id in self._used_ids:
@@ -223,9 +228,6 @@ class LLMEngine:
         if params.stop_token_ids is not None:
             stop = frozenset(params.stop_token_ids)
         self._used_ids.add(request_id)
-        # numpy integers become plain ints; a prompt of plain ints (the common case) is taken as is
-        prompt = tuple(prompt_token_ids) if set(map(type, prompt_token_ids)) <= {int} else \
-            tuple(int(t) for t in prompt_token_ids)
         self.scheduler.add(Request(request_id, prompt, params, stop_token_ids=stop))
         return request_id
 
