@@ -22,9 +22,11 @@ against the CPU path.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import sys
 import traceback
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from typing import Callable
 
@@ -366,31 +368,47 @@ def check_attention(dtype: torch.dtype) -> str:
             "bitwise, NaN neighbours and poisoned slots ignored")
 
 
+def bf16_flags_unsupported() -> Unsupported:
+    return Unsupported("bf16 attention uses bf16 tl.dot (see check_attention); bf16 flags run in tests/gpu")
+
+
 def check_finiteness(dtype: torch.dtype) -> str:
-    """The kernels' run-time finiteness flags (kernels/finiteness.py) on the cases the CPU path passes."""
+    """The kernels' run-time finiteness flags (kernels/finiteness.py) on the cases the CPU path passes;
+    the combine's are check_finiteness_combine's."""
     if dtype == torch.bfloat16:
-        raise Unsupported("bf16 attention uses bf16 tl.dot (see check_attention); bf16 flags run in tests/gpu")
+        raise bf16_flags_unsupported()
     store = require(configs.rope_store_kv_config(num_heads=2, num_kv_heads=1, head_dim=16, page_size=16,
                                                  dtype="float32"))
     failures = rope_store_kv_flag_failures(launch_rope_store_kv, store)
-    for block_h in (1, 2):  # one head per program (decode steps) and the prefill bucket's two
-        combine = require(configs.attention_combine_config(num_heads=2, head_dim=16, seg=128, dtype="float32",
-                                                           block_h=block_h))
-        failures += combine_flag_failures(launch_attention_combine, combine)
     failures += attention_flag_failures(triton_attention, num_heads=2, num_kv_heads=1, head_dim=16, page_size=16)
     failures += [f"one kernel: {f}" for f in attention_flag_failures(one_kernel_attention(kernel=True), num_heads=2,
                                                                       num_kv_heads=1, head_dim=16, page_size=16)]
     assert not failures, failures[:5]
-    return ("rope_store_kv, the combine (1 and 2 heads a program) and the one-kernel form flag exactly the poisoned "
-            "(token, head); q, K/V and overflow caught")
+    return ("rope_store_kv, the pair and the one-kernel form flag exactly the poisoned (token, head); q, K/V and "
+            "overflow caught")
 
 
+def check_finiteness_combine(dtype: torch.dtype, block_h: int) -> str:
+    """The combine's finiteness flags with ``block_h`` heads a program: 1 for decode steps, 2 for the
+    prefill bucket (210 launches each, the slowest checks here)."""
+    if dtype == torch.bfloat16:
+        raise bf16_flags_unsupported()
+    combine = require(configs.attention_combine_config(num_heads=2, head_dim=16, seg=128, dtype="float32",
+                                                       block_h=block_h))
+    failures = combine_flag_failures(launch_attention_combine, combine)
+    assert not failures, failures[:5]
+    return f"the combine ({block_h} head(s) a program) flags exactly the poisoned (token, head)"
+
+
+# The slowest first: main() hands the checks to its workers in this order, so none is left
+# running alone at the end.
 CHECKS: dict[str, Callable[[torch.dtype], str]] = {
+    "finiteness_combine_1": lambda dtype: check_finiteness_combine(dtype, 1),
+    "finiteness_combine_2": lambda dtype: check_finiteness_combine(dtype, 2), "finiteness": check_finiteness,
     "matmul": check_matmul, "matmul_split": check_matmul_split, "matmul_ranges": check_matmul_ranges,
     "matmul_silu": check_matmul_silu,
     "rowwise": check_rowwise, "rope_store_kv": check_rope_store_kv, "attention": check_attention,
-    "attention_small_pages": check_attention_small_pages, "finiteness": check_finiteness,
-    "gemma": lambda dtype: check_gemma(SHAPE, dtype)}
+    "attention_small_pages": check_attention_small_pages, "gemma": lambda dtype: check_gemma(SHAPE, dtype)}
 DTYPES = ("float32", "bfloat16")
 
 
@@ -441,21 +459,32 @@ def prepare_interpreter_worker() -> bool:
     return True
 
 
+def in_workers(function: Callable, calls: list[tuple]) -> list:
+    """``[function(*args) for args in calls]``, in worker processes under the interpreter (one a
+    core, at most four), handed out in the order given: the interpreter runs on one thread, and
+    these checks take minutes on one core."""
+    workers = max(1, min(4, len(os.sched_getaffinity(0)), len(calls)))
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=prepare_interpreter_worker) as pool:
+        return list(pool.map(function, *zip(*calls)))
+
+
+def run_check(name: str, dtype_label: str) -> dict:
+    with use_plan(plan_for(replace(SHAPE, dtype=dtype_label))):
+        try:
+            return {"status": "ok", "detail": CHECKS[name](_dt(dtype_label))}
+        except Unsupported as reason:
+            return {"status": "unsupported", "detail": str(reason)}
+        except Exception:  # every failure is reported, the other checks still run
+            return {"status": "fail", "detail": traceback.format_exc()}
+
+
 def main() -> int:
     if not prepare_interpreter_worker():
         return 2
-    results = {}
-    for dtype_label in DTYPES:
-        with use_plan(plan_for(replace(SHAPE, dtype=dtype_label))):
-            for name, check in CHECKS.items():
-                label = f"{name}-{dtype_label}"
-                try:
-                    results[label] = {"status": "ok", "detail": check(_dt(dtype_label))}
-                except Unsupported as reason:
-                    results[label] = {"status": "unsupported", "detail": str(reason)}
-                except Exception:  # every failure is reported, the other checks still run
-                    results[label] = {"status": "fail", "detail": traceback.format_exc()}
-    print(json.dumps(results))
+    calls = [(name, dtype_label) for dtype_label in DTYPES for name in CHECKS]
+    results = in_workers(run_check, calls)
+    print(json.dumps({f"{name}-{dtype_label}": result for (name, dtype_label), result in zip(calls, results)}))
     return 0
 
 
