@@ -88,8 +88,13 @@ MIXED_CASES = ((0, 0.0), (0, 5.0))
 
 def split_schedule_check() -> dict:
     """{"failures": [...], "detail": str} of the accuracy and schedule checks (interpreter only)."""
-    failures = [f"window {w}, softcap {c}: {f}" for w, c in CASES for f in _schedule_failures(w, c)]
-    failures += [f"mixed, softcap {c}: {f}" for w, c in MIXED_CASES for f in _schedule_failures(w, c, mixed=True)]
+    from tests.kernels.interpreter_checks import in_workers
+
+    calls = [(w, c, False) for w, c in CASES] + [(w, c, True) for w, c in MIXED_CASES]
+    failures = []
+    for (w, c, mixed), found in zip(calls, in_workers(_schedule_failures, calls)):
+        where = f"mixed, softcap {c}" if mixed else f"window {w}, softcap {c}"
+        failures += [f"{where}: {f}" for f in found]
     return {"failures": failures, "detail": f"6 steps of a {LENGTH}-token request over {-(-LENGTH // SEG)} segments "
                                             f"for (window, softcap) in {CASES} with the pair, and in {MIXED_CASES} "
                                             "mixed with the one-kernel form: accurate, bitwise equal to its prefill"}
