@@ -23,9 +23,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 _BENCH = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH]
@@ -33,6 +32,7 @@ sys.path.insert(0, str(_BENCH.parent))
 
 import torch  # noqa: E402
 
+from bench.decode_profile import PhaseTimer  # noqa: E402
 from engine.checkpoint import make_checkpoint  # noqa: E402
 from engine.config import EngineConfig  # noqa: E402
 from engine.llm_engine import LLMEngine  # noqa: E402
@@ -40,20 +40,6 @@ from engine.sampling_params import SamplingParams  # noqa: E402
 
 LIMITS = dict(device="cpu", page_size=16, num_pages=16384, max_num_seqs=16, max_num_batched_tokens=8192,
               max_model_len=24576, keep_logit_rows=False)
-
-
-def _timed(times: dict[str, list[float]], owner: Any, name: str, label: str) -> None:
-    """Replace ``owner.name`` by a wrapper adding its wall time to ``times[label][-1]``."""
-    inner: Callable = getattr(owner, name)
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return inner(*args, **kwargs)
-        finally:
-            times[label][-1] += time.perf_counter() - start
-
-    setattr(owner, name, wrapper)
 
 
 def measure(shapes: list[tuple[int, int]], runs: int) -> dict[str, Any]:
@@ -67,30 +53,29 @@ def measure(shapes: list[tuple[int, int]], runs: int) -> dict[str, Any]:
     vocab = engine.spec.vocab_size
     engine.runner.model.forward = lambda batch, kv: (torch.zeros(batch.sample_rows.shape[0], vocab),
                                                      torch.zeros(batch.input_ids.shape[0]))
-    times: dict[str, list[float]] = defaultdict(list)
-    phases = {"add_request": (engine, "add_request"), "schedule": (engine.scheduler, "schedule"),
-              "launch": (engine.runner, "launch"), "collect": (engine.runner, "collect"),
-              "commit": (engine.scheduler, "commit"), "hash_pages": (engine.scheduler, "hash_pages")}
+    timer = PhaseTimer()  # one "step" of the timer is one run here
+    phases = {"add_request": engine, "schedule": engine.scheduler, "launch": engine.runner,
+              "collect": engine.runner, "commit": engine.scheduler, "hash_pages": engine.scheduler}
     # an engine from before hash_pages existed hashes inside schedule and commit
-    phases = {label: target for label, target in phases.items() if hasattr(*target)}
-    for label, (owner, name) in phases.items():
-        _timed(times, owner, name, label)
+    phases = {name: owner for name, owner in phases.items() if hasattr(owner, name)}
+    for name, owner in phases.items():
+        setattr(owner, name, timer.wrap(name, getattr(owner, name)))
     out: dict[str, Any] = {}
     for batch, length in shapes:
         rng = random.Random(1000 * batch + length)
-        total: list[float] = []
-        for run in range(runs + 3):
-            for label in [*phases, "total"]:
-                times[label].append(0.0)
+        timer.steps.clear()
+        for _ in range(runs + 3):
             prompts = [[rng.randrange(vocab) for _ in range(length)] for _ in range(batch)]
             start = time.perf_counter()
             for prompt in prompts:
                 engine.add_request(prompt, SamplingParams(max_tokens=1, ignore_eos=True))
             engine.run()
-            times["total"][-1] = time.perf_counter() - start
-        out[f"{batch}x{length}"] = {label: round(1e3 * statistics.median(times[label][-runs:]), 3)
-                                    for label in [*phases, "total"]}
-        times.clear()
+            timer.end_step(time.perf_counter() - start)
+        timed = timer.steps[-runs:]
+
+        def median_ms(name: str) -> float:
+            return round(1e3 * statistics.median(run.get(name, 0.0) for run in timed), 3)
+        out[f"{batch}x{length}"] = {**{name: median_ms(name) for name in phases}, "total": median_ms("step")}
     return {"ms_median": out, "runs": runs, "note": "total includes hash_pages, which overlaps the forward on a GPU"}
 
 
