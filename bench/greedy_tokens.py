@@ -5,7 +5,9 @@
 Greedy token: ``engine.sampler.split_argmax`` of ``--rows`` float32 rows with every part count
 that divides the row (1 is plain ``torch.argmax``) among 1, 16 .. 2,048 and the largest divisors,
 each checked equal to ``torch.argmax`` on rows with ties across part boundaries, NaN, and
-infinities, then timed as 20 calls inside one CUDA graph (µs a call, median of 7 replays).
+infinities, then timed as 20 calls inside one CUDA graph (µs a call, median of 7 replays); and
+the same for ``kernels.greedy.greedy_argmax`` (two Triton launches, what ``greedy_tokens`` runs on
+CUDA) wherever a part has at most TRITON_MAX_PART entries.
 Slot copies: the four ``copy_`` calls that fill a host slot's device block (flags, rows,
 tokens, input tokens; engine/host_logits.py) against one ``torch._foreach_copy_`` of their 4-byte
 words, enqueued eagerly 200 times between two CUDA events, as the step loop enqueues them (µs a
@@ -29,8 +31,10 @@ sys.path.insert(0, str(_BENCH.parent))
 import torch  # noqa: E402
 
 from engine.sampler import _num_parts, split_argmax  # noqa: E402
+from kernels.greedy import greedy_argmax  # noqa: E402
 
 CALLS_PER_GRAPH = 20
+TRITON_MAX_PART = 8192
 
 
 def _words(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -112,8 +116,13 @@ def greedy_forms(num_rows: int, vocab_size: int) -> list[dict[str, Any]]:
     out = []
     for p in parts:
         equal = all(torch.equal(split_argmax(rows, p), torch.argmax(rows, dim=-1)) for rows in checks)
-        out.append({"parts": p, "part_length": vocab_size // p, "is_engine": p == _num_parts(vocab_size),
-                    "equal_to_argmax": equal, "us": round(graph_us(lambda: split_argmax(logits, p)), 2)})
+        result = {"parts": p, "part_length": vocab_size // p, "is_engine": p == _num_parts(vocab_size),
+                  "equal_to_argmax": equal, "us": round(graph_us(lambda: split_argmax(logits, p)), 2)}
+        if vocab_size // p <= TRITON_MAX_PART:  # one program holds a part: longer ones only spill registers
+            result["triton_equal_to_argmax"] = all(torch.equal(greedy_argmax(rows, p), torch.argmax(rows, dim=-1))
+                                                   for rows in checks)
+            result["triton_us"] = round(graph_us(lambda: greedy_argmax(logits, p)), 2)
+        out.append(result)
     return out
 
 

@@ -89,7 +89,8 @@ def whole_row_cut(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     return probs.index_fill(0, order[mass_before >= top_p], 0.0)
 
 
-# bench/greedy_tokens.py, H100, 4 rows of 128,256: 64 parts 15.1 us, 128 12.3, 256 11.1, 1,002 11.4
+# bench/greedy_tokens.py, H100, 4 rows of 128,256, torch (split_argmax) / Triton (kernels/greedy.py): 64 parts
+# 15.4 / 3.94 us, 128 12.4 / 3.93, 256 11.4 / 3.95, 1,002 11.3 / 6.37
 _MAX_PARTS = 256
 _MIN_PART_LEN = 256
 
@@ -112,6 +113,10 @@ def greedy_tokens(logits: torch.Tensor) -> torch.Tensor:
     NaN has NaN as its maximum, and the first such part holds the first NaN).
     """
     # logits: [S, V] float32
+    if logits.is_cuda:  # two Triton launches instead of split_argmax's four torch kernels (same index)
+        from kernels.greedy import greedy_argmax
+
+        return greedy_argmax(logits, _num_parts(logits.shape[1]))
     return split_argmax(logits, _num_parts(logits.shape[1]))
 
 

@@ -81,6 +81,18 @@ def test_device_greedy_choice_is_the_samplers(llama_dir):
     assert expected[1:] == [7, 50, 0, 3, 0, 2_100, 70_000]
 
 
+def test_greedy_launches_give_argmax_at_every_part_count():
+    """kernels/greedy.py at part counts around the engine's (256 for this vocabulary) on rows whose
+    argmax a wrong part rule would miss."""
+    from bench.greedy_tokens import adversarial_rows
+    from kernels.greedy import greedy_argmax
+
+    counts = [16, 64, 256, 1002, 4008]
+    for rows in adversarial_rows(4, 128256, counts):
+        for parts in counts:
+            assert torch.equal(greedy_argmax(rows, parts), torch.argmax(rows, dim=-1)), parts
+
+
 def decode_chunks(engine: LLMEngine, prompts) -> list[Chunk]:
     """Prefill ``prompts`` (one step), then the decode chunks of the next step, without running it."""
     for p in prompts:

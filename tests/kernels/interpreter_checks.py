@@ -37,6 +37,7 @@ from kernels.attention import launch_attention_partial, split_scratch
 from kernels.attention_combine import launch_attention_combine
 from kernels.attention_prefill import launch_attention_prefill
 from kernels.embedding import launch_embedding
+from kernels.greedy import greedy_argmax
 from kernels.launch import require, use_plan
 from kernels.matmul import launch_matmul
 from kernels.matmul_combine import launch_matmul_combine
@@ -51,6 +52,7 @@ from kernels.rope_store_kv import launch_rope_store_kv
 from kernels.shapes import ModelShape
 from kernels.silu_mul import launch_silu_mul
 from kernels.tensors import dtype_name
+from bench.greedy_tokens import adversarial_rows
 from tests.kernels import reference
 from tests.kernels.attention_cases import Step, make_request, one_kernel_attention, run_steps, schedule_failures
 from tests.kernels.gemma_checks import check_gemma
@@ -400,6 +402,25 @@ def check_finiteness_combine(dtype: torch.dtype, block_h: int) -> str:
     return f"the combine ({block_h} head(s) a program) flags exactly the poisoned (token, head)"
 
 
+def check_greedy(dtype: torch.dtype) -> str:
+    """kernels/greedy.py's two launches give ``torch.argmax`` of each row at several part counts: ties
+    across part boundaries, NaN, infinities, rows of -inf and of signed zeros."""
+    if dtype == torch.bfloat16:
+        raise Unsupported("logits are float32 in every plan: the greedy token has no bf16 form")
+    vocab_size, counts = 4096, [1, 2, 16, 64, 256]
+    zeros = torch.zeros(3, vocab_size)
+    zeros[0, :7] = -0.0  # -0.0 before +0.0: the first of the equal zeros wins
+    zeros[1, 2048:] = -0.0
+    zeros[2] = -1.0
+    zeros[2, 300], zeros[2, 4000] = -0.0, 0.0
+    rows = adversarial_rows(4, vocab_size, counts, device="cpu") + [zeros]
+    for logits in rows:
+        for parts in counts:
+            got, want = greedy_argmax(logits, parts), torch.argmax(logits, dim=-1)
+            assert torch.equal(got, want), f"{parts} parts: {got.tolist()} != argmax {want.tolist()}"
+    return f"{len(rows) * len(counts)} row sets x part counts equal to torch.argmax"
+
+
 # The slowest first: main() hands the checks to its workers in this order, so none is left
 # running alone at the end.
 CHECKS: dict[str, Callable[[torch.dtype], str]] = {
@@ -408,7 +429,8 @@ CHECKS: dict[str, Callable[[torch.dtype], str]] = {
     "matmul": check_matmul, "matmul_split": check_matmul_split, "matmul_ranges": check_matmul_ranges,
     "matmul_silu": check_matmul_silu,
     "rowwise": check_rowwise, "rope_store_kv": check_rope_store_kv, "attention": check_attention,
-    "attention_small_pages": check_attention_small_pages, "gemma": lambda dtype: check_gemma(SHAPE, dtype)}
+    "attention_small_pages": check_attention_small_pages, "gemma": lambda dtype: check_gemma(SHAPE, dtype),
+    "greedy": check_greedy}
 DTYPES = ("float32", "bfloat16")
 
 
