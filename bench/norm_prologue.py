@@ -9,14 +9,14 @@ STAT_K-wide slices of the row, the squares cut exactly into two bf16 halves and 
 ``tl.dot`` with ones, so the sum would not depend on the tile's layout) and normalises every x
 tile before its dot; the program in column 0 writes the new residual. Each program repeats its
 rows' statistic and normalisation: that is the cost this measures against the launch it saves.
-Variants: ``full`` (statistic as a loop, normalised tiles; the values are the fused op's),
-``unrolled`` (the statistic's loop unrolled), and three timing variants whose values are wrong:
+Variants: ``full`` (the statistic, normalised tiles; the values are the fused op's) and three
+timing variants whose values are wrong:
 ``no_statistic`` (normalised tiles with inv = rsqrt(eps)), ``statistic_only`` (tiles not
 normalised), ``residual_only`` (neither: what removing the norm's launch alone saves). Each
 against ``ops.rms_norm`` then ``ops.linear`` / ``ops.gate_up_silu_mul`` of the plan, at M = 4,
 GPU µs per call from CUDA-graph replays over weight copies larger than L2 (bench/kernel_timing.py),
-two interleaved passes; ``full`` and ``unrolled`` also report whether their output has the
-separate launches' bits. Writes ``DIR/norm_prologue.json``; needs a CUDA GPU.
+two interleaved passes; ``full`` also reports whether its output has the separate launches'
+bits. Writes ``DIR/norm_prologue.json``; needs a CUDA GPU.
 """
 from __future__ import annotations
 
@@ -40,10 +40,24 @@ from kernels.launch import use_plan  # noqa: E402
 from kernels.plan import preset_plan  # noqa: E402
 
 # name: (STAT_MODE, NORM_MAIN, values are the fused op's)
-VARIANTS = {"full": (2, True, True), "unrolled": (1, True, True), "no_statistic": (0, True, False),
-            "statistic_only": (2, False, False), "residual_only": (0, False, False)}
+VARIANTS = {"full": (1, True, True), "no_statistic": (0, True, False), "statistic_only": (1, False, False),
+            "residual_only": (0, False, False)}
 STAT_K = 128
 EPS = 1e-5
+
+
+@triton.jit
+def _x_tile(x_ptr, res_ptr, nw_ptr, offs_m, k_idx, is_row, stride_xm, stride_res, inv, HAS_RESIDUAL: tl.constexpr,
+            NORM_MAIN: tl.constexpr, DTYPE: tl.constexpr):
+    """The x tile a dot takes: rows offs_m, columns k_idx, residual-added and rounded (and normalised)."""
+    t = tl.load(x_ptr + offs_m[:, None] * stride_xm + k_idx[None, :], mask=is_row, other=0.0).to(tl.float32)
+    if HAS_RESIDUAL:
+        t = t + tl.load(res_ptr + offs_m[:, None] * stride_res + k_idx[None, :], mask=is_row, other=0.0).to(tl.float32)
+    xn = t.to(DTYPE)
+    if NORM_MAIN:
+        nw = tl.load(nw_ptr + k_idx).to(tl.float32)
+        xn = ((xn.to(tl.float32) * inv[:, None]).to(DTYPE).to(tl.float32) * nw[None, :]).to(DTYPE)
+    return xn
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -65,20 +79,7 @@ def norm_matmul_kernel(x_ptr, res_ptr, nw_ptr, w_ptr, out_ptr, res_out_ptr, M, s
     offs_s = tl.arange(0, STAT_K)
     ones = tl.full([STAT_K, 16], 1.0, tl.float32).to(DTYPE)
     ss = tl.zeros([BLOCK_M, 16], dtype=tl.float32)
-    for k0 in tl.static_range(0, K if STAT_MODE == 1 else 0, STAT_K):  # the statistic, unrolled
-        r = tl.load(x_ptr + offs_m[:, None] * stride_xm + (k0 + offs_s)[None, :], mask=is_row, other=0.0).to(tl.float32)
-        if HAS_RESIDUAL:
-            r = r + tl.load(res_ptr + offs_m[:, None] * stride_res + (k0 + offs_s)[None, :], mask=is_row,
-                            other=0.0).to(tl.float32)
-            tl.store(res_out_ptr + offs_m[:, None] * K + (k0 + offs_s)[None, :], r.to(DTYPE),
-                     mask=is_row & (pid_n == 0))
-        rf = r.to(DTYPE).to(tl.float32)
-        sq = rf * rf
-        hi = sq.to(DTYPE)
-        lo = (sq - hi.to(tl.float32)).to(DTYPE)
-        ss = tl.dot(hi, ones, ss, input_precision="ieee")
-        ss = tl.dot(lo, ones, ss, input_precision="ieee")
-    for k0 in range(0, K if STAT_MODE == 2 else 0, STAT_K):  # the statistic, as a loop
+    for k0 in range(0, K if STAT_MODE == 1 else 0, STAT_K):  # the statistic
         r = tl.load(x_ptr + offs_m[:, None] * stride_xm + (k0 + offs_s)[None, :], mask=is_row, other=0.0).to(tl.float32)
         if HAS_RESIDUAL:
             r = r + tl.load(res_ptr + offs_m[:, None] * stride_res + (k0 + offs_s)[None, :], mask=is_row,
@@ -99,14 +100,8 @@ def norm_matmul_kernel(x_ptr, res_ptr, nw_ptr, w_ptr, out_ptr, res_out_ptr, M, s
     acc1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, SPAN, BLOCK_K):
         k_idx = k0 + offs_k
-        t = tl.load(x_ptr + offs_m[:, None] * stride_xm + k_idx[None, :], mask=is_row, other=0.0).to(tl.float32)
-        if HAS_RESIDUAL:
-            t = t + tl.load(res_ptr + offs_m[:, None] * stride_res + k_idx[None, :], mask=is_row,
-                            other=0.0).to(tl.float32)
-        nw = tl.load(nw_ptr + k_idx).to(tl.float32)
-        xn = t.to(DTYPE)
-        if NORM_MAIN:
-            xn = ((xn.to(tl.float32) * inv[:, None]).to(DTYPE).to(tl.float32) * nw[None, :]).to(DTYPE)
+        xn = _x_tile(x_ptr, res_ptr, nw_ptr, offs_m, k_idx, is_row, stride_xm, stride_res, inv, HAS_RESIDUAL, NORM_MAIN,
+                     DTYPE)
         w = tl.load(w_ptr + offs_n[None, :] * K + k_idx[:, None])
         if SILU:
             wu = tl.load(w_ptr + (N // 2 + offs_n[None, :]) * K + k_idx[:, None])
@@ -116,15 +111,8 @@ def norm_matmul_kernel(x_ptr, res_ptr, nw_ptr, w_ptr, out_ptr, res_out_ptr, M, s
             acc = tl.dot(xn, w, acc, input_precision="ieee")
             if SPLITS == 2:
                 k_idx2 = SPAN + k0 + offs_k
-                r2 = tl.load(x_ptr + offs_m[:, None] * stride_xm + k_idx2[None, :], mask=is_row,
-                             other=0.0).to(tl.float32)
-                if HAS_RESIDUAL:
-                    r2 = r2 + tl.load(res_ptr + offs_m[:, None] * stride_res + k_idx2[None, :], mask=is_row,
-                                      other=0.0).to(tl.float32)
-                nw2 = tl.load(nw_ptr + k_idx2).to(tl.float32)
-                xn2 = r2.to(DTYPE)
-                if NORM_MAIN:
-                    xn2 = ((xn2.to(tl.float32) * inv[:, None]).to(DTYPE).to(tl.float32) * nw2[None, :]).to(DTYPE)
+                xn2 = _x_tile(x_ptr, res_ptr, nw_ptr, offs_m, k_idx2, is_row, stride_xm, stride_res, inv, HAS_RESIDUAL,
+                              NORM_MAIN, DTYPE)
                 w2 = tl.load(w_ptr + offs_n[None, :] * K + k_idx2[:, None])
                 acc1 = tl.dot(xn2, w2, acc1, input_precision="ieee")
     if PDL and SILU:
