@@ -12,6 +12,7 @@ def test_profiler_events_group_by_plan_kernel():
     assert _family("matmul_split_kernel") == "matmul_split" and _family("matmul_combine_kernel") == "matmul_combine"
     assert _family("attention_partial_kernel") == "paged_attention"
     assert _family("void at::native::vectorized_elementwise_kernel<4, ...>") == "torch"
+    assert _family("part_argmax_kernel") == _family("pick_part_kernel") == "greedy"  # kernels/greedy.py
 
 
 def _profile() -> dict:
