@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from triton import knobs
 
 __all__ = ["part_argmax_kernel", "pick_part_kernel", "greedy_argmax"]
 
@@ -61,8 +62,6 @@ def greedy_argmax(logits: torch.Tensor, parts: int) -> torch.Tensor:
     """``[S]`` int64 ``torch.argmax(logits, dim=-1)`` of CUDA float32 ``logits`` [S, V] through ``parts``
     equal parts (a divisor of V) of each row."""
     num_rows, vocab_size = logits.shape
-    from triton import knobs
-
     assert logits.is_cuda or knobs.runtime.interpret, "logits must be on CUDA (or run under the Triton interpreter)"
     assert logits.dtype == torch.float32, f"logits must be float32, got {logits.dtype}"
     assert logits.stride(1) == 1, f"logit rows need unit stride, got strides {logits.stride()}"
