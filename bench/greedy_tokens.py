@@ -115,13 +115,15 @@ def greedy_forms(num_rows: int, vocab_size: int) -> list[dict[str, Any]]:
     logits = torch.randn(num_rows, vocab_size, device="cuda")
     out = []
     for p in parts:
-        equal = all(torch.equal(split_argmax(rows, p), torch.argmax(rows, dim=-1)) for rows in checks)
+        def timed(form: Callable[[torch.Tensor, int], torch.Tensor]) -> tuple[bool, float]:
+            """Whether ``form`` gives argmax's index on every check row, and its µs a call."""
+            equal = all(torch.equal(form(rows, p), torch.argmax(rows, dim=-1)) for rows in checks)
+            return equal, round(graph_us(lambda: form(logits, p)), 2)
+        equal, us = timed(split_argmax)
         result = {"parts": p, "part_length": vocab_size // p, "is_engine": p == _num_parts(vocab_size),
-                  "equal_to_argmax": equal, "us": round(graph_us(lambda: split_argmax(logits, p)), 2)}
+                  "equal_to_argmax": equal, "us": us}
         if vocab_size // p <= TRITON_MAX_PART:  # one program holds a part: longer ones only spill registers
-            result["triton_equal_to_argmax"] = all(torch.equal(greedy_argmax(rows, p), torch.argmax(rows, dim=-1))
-                                                   for rows in checks)
-            result["triton_us"] = round(graph_us(lambda: greedy_argmax(logits, p)), 2)
+            result["triton_equal_to_argmax"], result["triton_us"] = timed(greedy_argmax)
         out.append(result)
     return out
 
