@@ -78,8 +78,8 @@ def instrument(engine: LLMEngine, timer: PhaseTimer) -> None:
     runner.padded_decode.pad = timer.wrap("pad", runner.padded_decode.pad)
     runner.buffers.stage_decode = timer.wrap("stage", runner.buffers.stage_decode)
     engine.scheduler.schedule_ahead = timer.wrap("schedule_ahead", engine.scheduler.schedule_ahead)
-    runner.buffers.gather_tokens = timer.wrap("gather", runner.buffers.gather_tokens)
-    runner.host_logits.start = timer.wrap("fetch_start", runner.host_logits.start)
+    runner.host_logits.reserve = timer.wrap("slot_reserve", runner.host_logits.reserve)
+    runner.host_logits.send = timer.wrap("fetch_start", runner.host_logits.send)
     runner.host_logits.wait = timer.wrap("fetch_wait", runner.host_logits.wait)
     engine.digests.add = timer.wrap("digest_queue", engine.digests.add)
     engine.digests.start = timer.wrap("digest_start", engine.digests.start)
@@ -116,7 +116,8 @@ def staged_decode_step(engine: LLMEngine, prompts: list[list[int]]):
     first = engine.config.num_pages - len(prompts) * num_pages
     chunks = [Chunk(list(p) + [1], list(range(first + b * num_pages, first + (b + 1) * num_pages)), len(p),
                     len(p) + 1, True) for b, p in enumerate(prompts)]
-    return runner.buffers.stage_decode(runner.padded_decode.pad(chunks))
+    # outputs to device slot 0, as a real step's go to its slot: nothing else runs, so it is free
+    return runner.buffers.stage_decode(runner.padded_decode.pad(chunks), slots=(0, 0))
 
 
 def graph_gpu_ms(engine: LLMEngine, prompts: list[list[int]], repeats: int = 100) -> float:

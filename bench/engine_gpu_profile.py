@@ -5,8 +5,8 @@ For each cached context, on the benchmark's CUDA-graph engine at batch ``batch``
     size and table width was captured (what every replay runs), by plan kernel;
   * CUDA kernels per step and their GPU time, from ``torch.profiler`` over repeated eager runs of
     the same padded decode forward (bench/decode_profile.py), grouped by kernel function (Triton
-    kernels by plan kernel, the greedy token's two as ``greedy``, torch's own kernels as one
-    group); the graph replays the same kernels;
+    kernels by plan kernel, the greedy token's two as ``greedy``, the token take and output put
+    as ``step_io``, torch's own kernels as one group); the graph replays the same kernels;
   * the GPU time of one replay of the graph itself (CUDA events), the time the split is of.
 """
 
@@ -22,8 +22,10 @@ from kernels.plan import KERNEL_SOURCES
 __all__ = ["decode_launch_profile", "profile_markdown"]
 
 _TRITON_FUNCTIONS = {function: kernel for kernel, (_, function, _) in KERNEL_SOURCES.items()}
-# the greedy token's two launches (kernels/greedy.py): Triton, but not plan kernels
-_TRITON_FUNCTIONS.update(part_argmax_kernel="greedy", pick_part_kernel="greedy")
+# Triton, but not plan kernels: the greedy token's two launches (kernels/greedy.py), the token
+# take and output put (kernels/step_io.py)
+_TRITON_FUNCTIONS.update(part_argmax_kernel="greedy", pick_part_kernel="greedy", take_tokens_kernel="step_io",
+                         put_outputs_kernel="step_io")
 
 
 def _family(name: str) -> str:

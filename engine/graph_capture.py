@@ -1,7 +1,9 @@
 """CUDA graphs of a runner's padded steps, shared by padded decode (engine/cuda_graphs.py) and padded
 mixed steps (engine/mixed_graphs.py).
 
-A padded step is the forward under the runner's plan plus the greedy argmax. To capture a shape:
+A padded step is the forward under the runner's plan plus the greedy argmax; a padded decode step
+on CUDA also takes its tokens from, and puts its outputs into, the host-logits device slots
+staged with it (:class:`DecodeIO`, kernels/step_io.py). To capture a shape:
 stage an all-padding step (it touches only scratch pages), run it once eagerly (Triton compiles
 there, never during capture), then capture it into one graph; all graphs of a set share one
 memory pool and keep their outputs. With ``graph_capture="startup"`` every shape is captured
@@ -26,11 +28,12 @@ from engine.model import ForwardBatch
 from engine.sampler import greedy_tokens
 from kernels import metadata
 from kernels.launch import LaunchRecord, record_launches, use_plan
+from kernels.step_io import DeviceSlots, put_outputs, take_tokens
 
 if TYPE_CHECKING:
     from engine.model_runner import ModelRunner
 
-__all__ = ["Captured", "GraphSet", "StepOutputs", "check_inputs", "padded_forward", "run_padded"]
+__all__ = ["Captured", "DecodeIO", "GraphSet", "StepOutputs", "check_inputs", "padded_forward", "run_padded"]
 
 Shape = TypeVar("Shape", bound=Hashable)
 # (logits [S, V] float32, greedy tokens [S] int64, finiteness flags [T] float32, launches): S sampled
@@ -49,18 +52,39 @@ class Captured:
     launches: tuple[LaunchRecord, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class DecodeIO:
+    """Where a padded decode step on CUDA takes its tokens from and puts its outputs (kernels/step_io.py)."""
+
+    source_rows: torch.Tensor  # [max_num_seqs] int64, staged: each row's row in the earlier step, or -1
+    slots: torch.Tensor  # [2] int64, staged: the device slot written, the slot the tokens come from
+    device_slots: DeviceSlots  # the host-logits device slots
+
+
 @torch.inference_mode()
-def padded_forward(runner: "ModelRunner", batch: ForwardBatch, *, check_metadata: bool) -> StepOutputs:
-    """The padded forward, eagerly (what a graph captures), with each sampled row's greedy token."""
+def padded_forward(runner: "ModelRunner", batch: ForwardBatch, *, check_metadata: bool,
+                   io: DecodeIO | None = None) -> StepOutputs:
+    """The padded forward, eagerly (what a graph captures), with each sampled row's greedy token.
+
+    With ``io`` (decode steps on CUDA) the rows taking their token from the earlier step's
+    device slot get it first, and the outputs go to the staged device slot last.
+    """
+    num_rows = batch.input_ids.shape[0]
+    if io is not None:
+        take_tokens(batch.input_ids, io.source_rows[:num_rows], io.slots, io.device_slots)
     with use_plan(runner.plan, check_metadata=check_metadata), record_launches() as launches:
         logits, nonfinite = runner.model.forward(batch, runner.kv)
-    return logits, greedy_tokens(logits), nonfinite, launches
+    tokens = greedy_tokens(logits)
+    if io is not None:
+        put_outputs(logits, tokens, batch.input_ids, nonfinite, io.slots, io.device_slots)
+    return logits, tokens, nonfinite, launches
 
 
-def run_padded(runner: "ModelRunner", captured: Captured | None, batch: ForwardBatch) -> StepOutputs:
+def run_padded(runner: "ModelRunner", captured: Captured | None, batch: ForwardBatch,
+               io: DecodeIO | None = None) -> StepOutputs:
     """Replay ``captured`` on the staged ``batch``; with no graph (the CPU), the same padded step eagerly."""
     if captured is None:
-        return padded_forward(runner, batch, check_metadata=runner.check_metadata)
+        return padded_forward(runner, batch, check_metadata=runner.check_metadata, io=io)
     if runner.check_metadata:
         check_inputs(runner, batch)
     captured.graph.replay()
@@ -71,10 +95,11 @@ class GraphSet(Generic[Shape]):
     """The graphs of one kind of padded step, one per shape, captured at start-up or on demand."""
 
     def __init__(self, runner: "ModelRunner", shapes: Iterable[Shape], stage: Callable[[Shape], ForwardBatch],
-                 *, on_demand: bool) -> None:
+                 *, on_demand: bool, io: DecodeIO | None = None) -> None:
         """``shapes`` largest first; ``stage(shape)`` stages the all-padding step of ``shape`` in the
-        buffers replays use."""
+        buffers replays use (writing no device slot: ``io``'s staged slot -1)."""
         self.runner = runner
+        self.io = io
         self.shapes = tuple(shapes)
         self._stage = stage
         self.graphs: dict[Shape, Captured] = {}
@@ -115,13 +140,14 @@ class GraphSet(Generic[Shape]):
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            padded_forward(runner, batch, check_metadata=False)  # warm-up: compiles; writes only scratch pages
+            # warm-up: compiles; writes only scratch pages
+            padded_forward(runner, batch, check_metadata=False, io=self.io)
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
         # thread_local: digest worker threads may run meanwhile (they never touch the stream)
         with torch.cuda.graph(graph, pool=self._pool, stream=self._stream, capture_error_mode="thread_local"):
-            logits, tokens, nonfinite, launches = padded_forward(runner, batch, check_metadata=False)
+            logits, tokens, nonfinite, launches = padded_forward(runner, batch, check_metadata=False, io=self.io)
         torch.cuda.synchronize()
         self.graphs[shape] = Captured(graph, logits, tokens, nonfinite, tuple(launches))
 

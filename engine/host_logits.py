@@ -20,7 +20,9 @@ from typing import Iterable
 
 import torch
 
-__all__ = ["HostFetch", "HostLogits", "NUM_HOST_SLOTS"]
+from kernels.step_io import DeviceSlots
+
+__all__ = ["HostFetch", "HostLogits", "NUM_HOST_SLOTS", "allocate_device_slots"]
 
 # A slot is rewritten three steps after it was filled: one step may be in flight while the
 # previous one's rows are read and the one before that is still being hashed.
@@ -78,8 +80,7 @@ class HostLogits:
         self._host = [_Slot(torch.empty(num_bytes, dtype=torch.uint8, pin_memory=True), **sizes)
                       for _ in range(num_slots)]
         # Device slots: what the step's stream hands to the copy stream.
-        self._device = [_Slot(torch.empty(num_bytes, dtype=torch.uint8, device="cuda"), **sizes)
-                        for _ in range(num_slots)]
+        self._device, self.device_slots = allocate_device_slots(num_slots, device=torch.device("cuda"), **sizes)
         self._readers: list[list[Future]] = [[] for _ in range(num_slots)]
         self._staged = [torch.cuda.Event() for _ in range(num_slots)]
         self._copied = [torch.cuda.Event() for _ in range(num_slots)]
@@ -97,30 +98,46 @@ class HostLogits:
         """
         assert logits.dtype == torch.float32 and nonfinite.dtype == torch.float32 and tokens.dtype == torch.int64
         assert input_ids is None or input_ids.dtype == torch.int64
-        slot = (self._last + 1) % len(self._host)
-        # Started a few steps ago; usually long finished. Errors surface where the digests are read.
-        wait(self._readers[slot])
-        self._readers[slot] = []
-        self._last = slot
-        step_stream, n, num_flags = torch.cuda.current_stream(), num_rows, nonfinite.shape[0]
-        # The device slot's previous copy to the host finished steps ago (a no-op wait, in order).
-        step_stream.wait_event(self._copied[slot])
+        slot, n, num_flags = self.reserve(), num_rows, nonfinite.shape[0]
         device = self._device[slot]
         device.flags[:num_flags].copy_(nonfinite)
         device.logits[:n].copy_(logits[:n])
         device.tokens[:n].copy_(tokens[:n])
         if input_ids is not None:
             device.inputs[:n].copy_(input_ids[:n])
-        self._staged[slot].record(step_stream)
-        self._copy_stream.wait_event(self._staged[slot])
-        used = device.used_bytes(n)
+        return self.send(slot, num_rows=n, num_flags=num_flags, has_inputs=input_ids is not None)
+
+    def reserve(self) -> int:
+        """The device slot the next step writes: free once its host slot's readers have finished and
+        its previous copy to the host has (the step's stream waits for that, in order)."""
+        slot = (self._last + 1) % len(self._host)
+        # Started a few steps ago; usually long finished. Errors surface where the digests are read.
+        wait(self._readers[slot])
+        self._readers[slot] = []
+        self._last = slot
+        # The device slot's previous copy to the host finished steps ago (a no-op wait, in order).
+        torch.cuda.current_stream().wait_event(self._copied[slot])
+        return slot
+
+    def send(self, slot: int, *, num_rows: int, num_flags: int, has_inputs: bool) -> HostFetch:
+        """Enqueue the copy of device slot ``slot`` (written by the step's stream) to its host slot:
+        ``num_rows`` rows and tokens, and ``num_flags`` flags."""
+        step_stream = self._copy_stream_after_step(slot)
+        used = self._device[slot].used_bytes(num_rows)
         torch.cuda.set_stream(self._copy_stream)  # not torch.cuda.stream(): its context costs the loop more
         try:
-            self._host[slot].raw[:used].copy_(device.raw[:used], non_blocking=True)
+            self._host[slot].raw[:used].copy_(self._device[slot].raw[:used], non_blocking=True)
             self._copied[slot].record(self._copy_stream)
         finally:
             torch.cuda.set_stream(step_stream)
-        return HostFetch(slot, num_rows, input_ids is not None, num_flags)
+        return HostFetch(slot, num_rows, has_inputs, num_flags)
+
+    def _copy_stream_after_step(self, slot: int) -> torch.cuda.Stream:
+        """Make the copy stream wait for what the step's stream has enqueued so far; the step's stream."""
+        step_stream = torch.cuda.current_stream()
+        self._staged[slot].record(step_stream)
+        self._copy_stream.wait_event(self._staged[slot])
+        return step_stream
 
     def wait(self, fetch: HostFetch) -> tuple[torch.Tensor, list[int], list[int] | None, torch.Tensor]:
         """Wait for ``fetch``'s copy; its ``[num_rows, V]`` rows, greedy tokens, input tokens (or None)
@@ -138,3 +155,23 @@ class HostLogits:
     def add_readers(self, fetch: HostFetch, readers: Iterable[Future]) -> None:
         """Keep ``fetch``'s slot until ``readers`` have finished."""
         self._readers[fetch.slot].extend(readers)
+
+
+
+def allocate_device_slots(num_slots: int, *, device: torch.device, max_num_rows: int, vocab_size: int,
+                          max_num_flags: int) -> tuple[list[_Slot], DeviceSlots]:
+    """``num_slots`` slots in one block of ``device`` memory: each slot's views (what is copied to
+    the host) and every slot's fields as one strided view each, slot first (what the decode
+    graphs' kernels index with a staged slot number)."""
+    sizes = dict(max_num_rows=max_num_rows, vocab_size=vocab_size, max_num_flags=max_num_flags)
+    num_bytes = _Slot.num_bytes(**sizes)
+    stride = -(-num_bytes // 256) * 256  # a multiple of 8: every slot's fields at the same element offsets
+    block = torch.zeros(num_slots * stride, dtype=torch.uint8, device=device)
+    slots = [_Slot(block[i * stride:i * stride + num_bytes], **sizes) for i in range(num_slots)]
+    as_f32, as_i64 = block.view(torch.float32), block.view(torch.int64)
+    tokens_at, logits_at = _Slot._offsets(max_num_rows=max_num_rows, max_num_flags=max_num_flags)
+    return slots, DeviceSlots(
+        logits=as_f32.as_strided((num_slots, max_num_rows, vocab_size), (stride // 4, vocab_size, 1), logits_at // 4),
+        tokens=as_i64.as_strided((num_slots, max_num_rows), (stride // 8, 1), tokens_at // 8),
+        inputs=as_i64.as_strided((num_slots, max_num_rows), (stride // 8, 1), tokens_at // 8 + max_num_rows),
+        flags=as_f32.as_strided((num_slots, max_num_flags), (stride // 4, 1), 0))

@@ -170,16 +170,11 @@ class ModelRunner:
             raise ValueError("step exceeds the engine limits it was planned under")
         num_sampled = sum(1 for c in chunks if c.is_sampled)
         num_prompt_rows = sum(max(0, c.prompt_rows[1] - c.prompt_rows[0]) for c in chunks)
-        input_ids = None
+        input_ids, fetch = None, None
         if self.padded_decode is not None and is_decode_step(chunks, self.padded_decode.sizes):
-            previous = None
+            (logits, tokens, nonfinite, launches), fetch = self.padded_decode.run(chunks, tokens_from=tokens_from)
             if tokens_from is not None:
-                earlier, rows = tokens_from
-                if earlier.tokens is None:
-                    raise ValueError("a step launched ahead needs the earlier step's greedy tokens on the device")
-                previous = (earlier.tokens, rows)
                 input_ids = self.buffers.decode.device["input_ids"]
-            logits, tokens, nonfinite, launches = self.padded_decode.run(chunks, tokens_from=previous)
         elif tokens_from is not None:
             raise ValueError("only padded decode steps take their tokens from an earlier step")
         elif self.padded_mixed is not None and (shape := self.padded_mixed.shape(chunks)) is not None:
@@ -193,11 +188,10 @@ class ModelRunner:
             tokens = greedy_tokens(logits) if self.host_logits is not None and num_sampled else None
         chunk_rows = tuple(c.end - c.start for c in chunks)
         nonfinite = nonfinite[:sum(chunk_rows)]  # padding rows belong to no request
-        fetch = None
-        if self.host_logits is not None and num_sampled:
+        if fetch is None and self.host_logits is not None and num_sampled:
             assert tokens is not None
             fetch = self.host_logits.start(logits, tokens, num_sampled, nonfinite, input_ids)
-        elif input_ids is not None:  # the CPU: the forward has run, the staged inputs are final
+        elif fetch is None and input_ids is not None:  # the CPU: the forward has run, the staged inputs are final
             input_ids = input_ids[:num_sampled].clone()
         return Launched(num_sampled, logits, tokens, input_ids, tuple(launches), fetch, nonfinite, chunk_rows,
                         num_prompt_rows)

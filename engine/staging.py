@@ -32,8 +32,10 @@ class DecodeRegion:
 
     Layout, for ``S = max_num_seqs`` and ``P = max_pages_per_seq``: input_ids, positions,
     slot_mapping, sample_rows, source_rows ([S] int64 each; source_rows names, for a step whose
-    tokens are still on the device, each row's row in the previous step), seq_lens, seq_idx ([S]
-    int32), query_start_loc ([S + 1] int32), block_table ([S, P] int32). A step of ``n`` rows uses
+    tokens are still on the device, each row's row in the previous step, -1 for a row whose
+    staged id stands), slots ([2] int64: the host-logits device slot the step's outputs go to, -1
+    for none, and the slot its tokens come from), seq_lens, seq_idx ([S] int32), query_start_loc
+    ([S + 1] int32), block_table ([S, P] int32). A step of ``n`` rows uses
     every field's first ``n`` rows; with the table last, all of them lie in the block's first
     :meth:`used_bytes` ``(n)`` bytes. Every row of a decode step is a request of one token and is
     sampled, so sample_rows, seq_idx and query_start_loc are 0, 1, 2, ... at every step: the host
@@ -43,7 +45,7 @@ class DecodeRegion:
     def __init__(self, *, max_num_seqs: int, max_pages_per_seq: int, device: torch.device) -> None:
         s, p = max_num_seqs, max_pages_per_seq
         fields = [("input_ids", (s,), _I64), ("positions", (s,), _I64), ("slot_mapping", (s,), _I64),
-                  ("sample_rows", (s,), _I64), ("source_rows", (s,), _I64), ("seq_lens", (s,), _I32),
+                  ("sample_rows", (s,), _I64), ("source_rows", (s,), _I64), ("slots", (2,), _I64), ("seq_lens", (s,), _I32),
                   ("seq_idx", (s,), _I32), ("query_start_loc", (s + 1,), _I32), ("block_table", (s, p), _I32)]
         self._offsets: dict[str, int] = {}
         offset = 0
@@ -115,12 +117,14 @@ class StepBuffers:
             views[name] = view
         return ForwardBatch(**views, longest_kv_len=longest_kv_len)
 
-    def stage_decode(self, batch: PaddedDecodeBatch, source_rows: Sequence[int] = ()) -> ForwardBatch:
+    def stage_decode(self, batch: PaddedDecodeBatch, source_rows: Sequence[int] = (), *,
+                     slots: tuple[int, int] = (-1, 0)) -> ForwardBatch:
         """Write a padded decode batch into a host mirror of the decode region and copy it to the device.
 
         Every table column past a row's pages is zero, so staged inputs are a function of this
-        step alone. ``source_rows`` (one per real row, or empty) is staged for
-        :meth:`gather_tokens`. The mirror written was last copied two stagings ago; that copy
+        step alone. ``source_rows`` (one per real row, or empty; -1 for every other row) is staged
+        for :meth:`gather_tokens` or kernels/step_io.py's ``take_tokens``, ``slots`` (the device
+        slot the step writes, -1 for none; the slot its tokens come from) for step_io. The mirror written was last copied two stagings ago; that copy
         has completed, since between two stagings the host waits for a step's logits, which the
         device computes after the step's input copy.
         """
@@ -129,6 +133,8 @@ class StepBuffers:
         a = self._arrays[self._mirror]
         a["input_ids"][:size] = batch.token_ids
         a["source_rows"][:len(source_rows)] = source_rows
+        a["source_rows"][len(source_rows):size] = -1
+        a["slots"][:] = slots
         a["positions"][:size] = batch.positions
         a["slot_mapping"][:size] = batch.slots
         a["seq_lens"][:size] = batch.seq_lens

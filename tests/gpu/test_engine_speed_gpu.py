@@ -117,8 +117,12 @@ def test_graph_replay_equals_eager_padded_and_unpadded_forwards(graphs, prompts)
     eager_out = logits.clone(), tokens.clone(), runner.kv.k.clone(), runner.kv.v.clone(), flags.clone()
     torch.cuda.synchronize()  # the staged copies are done before run() rewrites the pinned mirrors
     restore()
-    logits, tokens, flags, _ = runner.padded_decode.run(chunks)  # graph replay
+    (logits, tokens, flags, _), fetch = runner.padded_decode.run(chunks)  # graph replay
     assert torch.equal(logits, eager_out[0]) and torch.equal(tokens, eager_out[1])  # padding rows too
+    rows, host_tokens, inputs, host_flags = runner.host_logits.wait(fetch)  # what the graph put in its slot
+    assert torch.equal(rows.view(torch.int32), eager_out[0][:3].cpu().view(torch.int32))
+    assert host_tokens == eager_out[1][:3].tolist() and inputs is None
+    assert torch.equal(host_flags, eager_out[4][:3].cpu())
     assert torch.equal(flags, eager_out[4]) and not bool(flags.any())  # the replayed finiteness flags
     assert torch.equal(runner.kv.k, eager_out[2]) and torch.equal(runner.kv.v, eager_out[3])
     restore()

@@ -1,10 +1,12 @@
-"""Pinned host slots on a GPU: what a step hands to :class:`HostLogits` comes back bit for bit, in
-every slot as the slots come round, with and without input tokens, from strided sources too."""
+"""Pinned host slots on a GPU: what a step hands to :class:`HostLogits` (or writes into its reserved
+device slot) comes back bit for bit, in every slot as the slots come round, with and without input
+tokens, from strided sources too."""
 
 import pytest
 import torch
 
 from engine.host_logits import NUM_HOST_SLOTS, HostLogits
+from kernels.step_io import put_outputs, take_tokens
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
@@ -55,3 +57,24 @@ def test_a_later_step_does_not_change_rows_already_read_until_the_slot_comes_rou
         later = _step(step, 4, FLAGS)
         host.wait(host.start(later[0], later[1], 4, later[3]))
     assert torch.equal(rows.view(torch.int32), first[0][:4].cpu().view(torch.int32))
+
+
+def test_a_step_that_puts_its_outputs_in_the_reserved_slot_comes_back_bitwise():
+    """The decode graphs' way: the step's stream writes the reserved device slot (kernels/step_io.py,
+    the slot a staged device value), then :meth:`HostLogits.send` copies it to the host."""
+    host = HostLogits(max_num_rows=ROWS, vocab_size=VOCAB, max_num_flags=64)
+    for step in range(NUM_HOST_SLOTS + 2):  # every slot, two of them twice
+        rows = 1 + step % ROWS
+        logits, tokens, inputs, flags = _step(50 + step, ROWS, ROWS)
+        slot = host.reserve()
+        staged = torch.tensor([slot, 0], device="cuda")
+        put_outputs(logits, tokens, inputs, flags, staged, host.device_slots)
+        got_rows, got_tokens, got_inputs, got_flags = host.wait(host.send(slot, num_rows=rows, num_flags=rows,
+                                                                          has_inputs=True))
+        assert torch.equal(got_rows.view(torch.int32), logits[:rows].cpu().view(torch.int32))
+        assert got_tokens == tokens[:rows].tolist() and got_inputs == inputs[:rows].tolist()
+        assert torch.equal(got_flags, flags[:rows].cpu())
+        taken = torch.zeros(ROWS, dtype=torch.int64, device="cuda")
+        source_rows = torch.arange(ROWS - 1, -1, -1, device="cuda")
+        take_tokens(taken, source_rows, torch.tensor([-1, slot], device="cuda"), host.device_slots)
+        assert taken.tolist() == tokens.flip(0).tolist()  # the next step's tokens, read from this slot

@@ -27,7 +27,7 @@ import os
 import sys
 import traceback
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Callable
 
 import torch
@@ -38,6 +38,7 @@ from kernels.attention_combine import launch_attention_combine
 from kernels.attention_prefill import launch_attention_prefill
 from kernels.embedding import launch_embedding
 from kernels.greedy import greedy_argmax
+from kernels.step_io import DeviceSlots, put_outputs, take_tokens
 from kernels.launch import require, use_plan
 from kernels.matmul import launch_matmul
 from kernels.matmul_combine import launch_matmul_combine
@@ -53,6 +54,7 @@ from kernels.shapes import ModelShape
 from kernels.silu_mul import launch_silu_mul
 from kernels.tensors import dtype_name
 from bench.greedy_tokens import adversarial_rows
+from engine.host_logits import allocate_device_slots
 from tests.kernels import reference
 from tests.kernels.attention_cases import Step, make_request, one_kernel_attention, run_steps, schedule_failures
 from tests.kernels.gemma_checks import check_gemma
@@ -421,6 +423,48 @@ def check_greedy(dtype: torch.dtype) -> str:
     return f"{len(rows) * len(counts)} row sets x part counts equal to torch.argmax"
 
 
+
+def check_step_io(dtype: torch.dtype) -> str:
+    """kernels/step_io.py's two copies: a decode step's outputs land in the staged slot's bytes (those
+    the copy to the host reads) and nowhere else, none at slot -1; taken tokens come from the
+    staged source slot, rows without a source keep their staged id."""
+    if dtype == torch.bfloat16:
+        raise Unsupported("slot rows are float32 logits and int64 tokens in every plan: no bf16 form")
+    num_slots, max_rows, vocab_size, num_flags = 4, 5, 1001, 7  # 1,001: a partial last block
+    views, every = allocate_device_slots(num_slots, device=torch.device("cpu"), max_num_rows=max_rows,
+                                         vocab_size=vocab_size, max_num_flags=num_flags)
+    # the kernels see slots 1..3 as 0..2, so a write to "slot -1" would land in slot 0's bytes
+    slots_of, views = DeviceSlots(*(getattr(every, f.name)[1:] for f in fields(DeviceSlots))), views[1:]
+    block = every.flags.untyped_storage()
+    before = torch.frombuffer(bytearray(bytes(block)), dtype=torch.uint8)  # zeros
+    gen = torch.Generator().manual_seed(5)
+    wide = torch.randn(4, vocab_size + 24, generator=gen)  # rows of stride V + 24
+    wide[0, 3], wide[1, 1000], wide[2, 0], wide[3, 17] = float("nan"), float("inf"), -0.0, float("-inf")
+    logits = wide[:, :vocab_size]
+    tokens, ids = torch.tensor([7, 0, 1000, 5]), torch.tensor([11, 12, 13, 14])
+    flags = torch.tensor([0.0, 1.0, float("nan"), 0.0])
+    put_outputs(logits, tokens, ids, flags, torch.tensor([-1, 0]), slots_of, block=256)
+    assert torch.equal(torch.frombuffer(bytearray(bytes(block)), dtype=torch.uint8), before), "slot -1 wrote"
+    put_outputs(logits, tokens, ids, flags, torch.tensor([1, 0]), slots_of, block=256)
+    slot = views[1]
+    assert torch.equal(slot.logits[:4].view(torch.int32), logits.contiguous().view(torch.int32)), "rows differ"
+    assert torch.equal(slot.tokens[:4], tokens) and torch.equal(slot.inputs[:4], ids), "tokens differ"
+    assert torch.equal(slot.flags[:4].view(torch.int32), flags.view(torch.int32)), "flags differ"
+    after = torch.frombuffer(bytearray(bytes(block)), dtype=torch.uint8)
+    written = torch.zeros_like(after, dtype=torch.bool)
+    base = every.flags.data_ptr()
+    for field, count in ((slot.logits, 4 * vocab_size * 4), (slot.tokens, 32), (slot.inputs, 32), (slot.flags, 16)):
+        start = field.data_ptr() - base
+        written[start:start + count] = True
+    changed = after != before
+    assert not (changed & ~written).any(), "bytes outside slot 1's first four rows changed"
+    slots_of.tokens[2, :4] = torch.tensor([101, 102, 103, 104])
+    staged = torch.tensor([0, 0, 55, 0, 66])
+    take_tokens(staged, torch.tensor([3, 0, -1, 3, -1]), torch.tensor([1, 2]), slots_of)
+    assert staged.tolist() == [104, 101, 55, 104, 66], staged.tolist()
+    return "outputs only in the staged slot's bytes (none at -1); tokens taken from the source slot"
+
+
 # The slowest first: main() hands the checks to its workers in this order, so none is left
 # running alone at the end.
 CHECKS: dict[str, Callable[[torch.dtype], str]] = {
@@ -430,7 +474,7 @@ CHECKS: dict[str, Callable[[torch.dtype], str]] = {
     "matmul_silu": check_matmul_silu,
     "rowwise": check_rowwise, "rope_store_kv": check_rope_store_kv, "attention": check_attention,
     "attention_small_pages": check_attention_small_pages, "gemma": lambda dtype: check_gemma(SHAPE, dtype),
-    "greedy": check_greedy}
+    "greedy": check_greedy, "step_io": check_step_io}
 DTYPES = ("float32", "bfloat16")
 
 

@@ -13,6 +13,7 @@ def test_profiler_events_group_by_plan_kernel():
     assert _family("attention_partial_kernel") == "paged_attention"
     assert _family("void at::native::vectorized_elementwise_kernel<4, ...>") == "torch"
     assert _family("part_argmax_kernel") == _family("pick_part_kernel") == "greedy"  # kernels/greedy.py
+    assert _family("take_tokens_kernel") == _family("put_outputs_kernel") == "step_io"  # kernels/step_io.py
 
 
 def _profile() -> dict:
