@@ -238,7 +238,7 @@ def test_decode_profile_breaks_a_graph_step_down(llama_dir, tmp_path):
     for r in results:
         phases = r["phase_ms_median"]
         assert r["steps"] == 7 and 0 < phases["fetch_wait"] < phases["step"]
-        assert {"schedule_ahead", "gather", "pad", "stage", "replay_launch", "fetch_start", "digest_queue",
+        assert {"schedule_ahead", "slot_reserve", "pad", "stage", "replay_launch", "fetch_start", "digest_queue",
                 "digest_start", "commit"} <= set(phases)
         # Overlapped steps take about the graph's GPU time each, so a replay timed on its own can come
         # out a little above the median step (seen: 1.179 against 1.170 ms); far above it is wrong.
