@@ -63,8 +63,7 @@ class PaddedDecode:
         source_rows = () if tokens_from is None else tokens_from[1]
         # before staging: a graph captured now stages its padding step into the same buffers
         captured = None if self.graphs is None else self.graphs.get((padded.batch_size, padded.table_width))
-        host = runner.host_logits
-        if host is None or self.io is None:  # the CPU: the earlier step's tokens are a tensor of its own
+        if self.io is None:  # the CPU: the earlier step's tokens are a tensor of its own
             batch = buffers.stage_decode(padded, source_rows)
             if tokens_from is not None:
                 earlier_tokens = tokens_from[0].tokens
@@ -77,10 +76,13 @@ class PaddedDecode:
             if tokens_from[0].fetch is None:
                 raise ValueError("a step launched ahead needs the earlier step's sampled rows in a device slot")
             source_slot = tokens_from[0].fetch.slot
+        host = runner.host_logits
+        assert host is not None  # CUDA
         slot = host.reserve()
         batch = buffers.stage_decode(padded, source_rows, slots=(slot, source_slot))
         outputs = run_padded(runner, captured, batch, self.io)
-        return outputs, host.send(slot, num_rows=len(chunks), num_flags=len(chunks), has_inputs=tokens_from is not None)
+        fetch = host.send(slot, num_rows=len(chunks), num_flags=len(chunks), has_inputs=tokens_from is not None)
+        return outputs, fetch
 
     def forward(self, batch: ForwardBatch, *, check_metadata: bool) -> StepOutputs:
         """The padded forward, eagerly (what a graph captures), with each row's greedy token."""

@@ -122,7 +122,9 @@ class HostLogits:
     def send(self, slot: int, *, num_rows: int, num_flags: int, has_inputs: bool) -> HostFetch:
         """Enqueue the copy of device slot ``slot`` (written by the step's stream) to its host slot:
         ``num_rows`` rows and tokens, and ``num_flags`` flags."""
-        step_stream = self._copy_stream_after_step(slot)
+        step_stream = torch.cuda.current_stream()
+        self._staged[slot].record(step_stream)
+        self._copy_stream.wait_event(self._staged[slot])
         used = self._device[slot].used_bytes(num_rows)
         torch.cuda.set_stream(self._copy_stream)  # not torch.cuda.stream(): its context costs the loop more
         try:
@@ -131,13 +133,6 @@ class HostLogits:
         finally:
             torch.cuda.set_stream(step_stream)
         return HostFetch(slot, num_rows, has_inputs, num_flags)
-
-    def _copy_stream_after_step(self, slot: int) -> torch.cuda.Stream:
-        """Make the copy stream wait for what the step's stream has enqueued so far; the step's stream."""
-        step_stream = torch.cuda.current_stream()
-        self._staged[slot].record(step_stream)
-        self._copy_stream.wait_event(self._staged[slot])
-        return step_stream
 
     def wait(self, fetch: HostFetch) -> tuple[torch.Tensor, list[int], list[int] | None, torch.Tensor]:
         """Wait for ``fetch``'s copy; its ``[num_rows, V]`` rows, greedy tokens, input tokens (or None)
@@ -155,7 +150,6 @@ class HostLogits:
     def add_readers(self, fetch: HostFetch, readers: Iterable[Future]) -> None:
         """Keep ``fetch``'s slot until ``readers`` have finished."""
         self._readers[fetch.slot].extend(readers)
-
 
 
 def allocate_device_slots(num_slots: int, *, device: torch.device, max_num_rows: int, vocab_size: int,

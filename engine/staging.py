@@ -35,9 +35,9 @@ class DecodeRegion:
     tokens are still on the device, each row's row in the previous step, -1 for a row whose
     staged id stands), slots ([2] int64: the host-logits device slot the step's outputs go to, -1
     for none, and the slot its tokens come from), seq_lens, seq_idx ([S] int32), query_start_loc
-    ([S + 1] int32), block_table ([S, P] int32). A step of ``n`` rows uses
-    every field's first ``n`` rows; with the table last, all of them lie in the block's first
-    :meth:`used_bytes` ``(n)`` bytes. Every row of a decode step is a request of one token and is
+    ([S + 1] int32), block_table ([S, P] int32). A step of ``n`` rows uses every field's first
+    ``n`` rows; with the table last, all of them lie in the block's first :meth:`used_bytes`
+    ``(n)`` bytes. Every row of a decode step is a request of one token and is
     sampled, so sample_rows, seq_idx and query_start_loc are 0, 1, 2, ... at every step: the host
     mirrors hold them from the start.
     """
@@ -45,8 +45,9 @@ class DecodeRegion:
     def __init__(self, *, max_num_seqs: int, max_pages_per_seq: int, device: torch.device) -> None:
         s, p = max_num_seqs, max_pages_per_seq
         fields = [("input_ids", (s,), _I64), ("positions", (s,), _I64), ("slot_mapping", (s,), _I64),
-                  ("sample_rows", (s,), _I64), ("source_rows", (s,), _I64), ("slots", (2,), _I64), ("seq_lens", (s,), _I32),
-                  ("seq_idx", (s,), _I32), ("query_start_loc", (s + 1,), _I32), ("block_table", (s, p), _I32)]
+                  ("sample_rows", (s,), _I64), ("source_rows", (s,), _I64), ("slots", (2,), _I64),
+                  ("seq_lens", (s,), _I32), ("seq_idx", (s,), _I32), ("query_start_loc", (s + 1,), _I32),
+                  ("block_table", (s, p), _I32)]
         self._offsets: dict[str, int] = {}
         offset = 0
         for name, shape, dtype in fields:
@@ -124,9 +125,10 @@ class StepBuffers:
         Every table column past a row's pages is zero, so staged inputs are a function of this
         step alone. ``source_rows`` (one per real row, or empty; -1 for every other row) is staged
         for :meth:`gather_tokens` or kernels/step_io.py's ``take_tokens``, ``slots`` (the device
-        slot the step writes, -1 for none; the slot its tokens come from) for step_io. The mirror written was last copied two stagings ago; that copy
-        has completed, since between two stagings the host waits for a step's logits, which the
-        device computes after the step's input copy.
+        slot the step writes, -1 for none; the slot its tokens come from) for step_io. The mirror
+        written was last copied two stagings ago; that copy has completed, since between two
+        stagings the host waits for a step's logits, which the device computes after the step's
+        input copy.
         """
         size = batch.batch_size
         self._mirror = (self._mirror + 1) % len(self._arrays)

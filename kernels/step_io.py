@@ -67,7 +67,8 @@ def put_outputs_kernel(logits_ptr, tokens_ptr, ids_ptr, flags_ptr, slots_ptr, sl
 
 
 def _check_slots(slots: torch.Tensor, device_slots: DeviceSlots) -> None:
-    assert slots.shape == (2,) and slots.dtype == torch.int64, f"slots must be [2] int64, got {slots.shape} {slots.dtype}"
+    assert slots.shape == (2,) and slots.dtype == torch.int64, \
+        f"slots must be [2] int64, got {tuple(slots.shape)} {slots.dtype}"
     t = device_slots
     assert t.logits.dtype == torch.float32 and t.flags.dtype == torch.float32, "slot rows and flags are float32"
     assert t.tokens.dtype == torch.int64 and t.inputs.dtype == torch.int64, "slot tokens are int64"

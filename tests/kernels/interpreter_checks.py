@@ -423,7 +423,6 @@ def check_greedy(dtype: torch.dtype) -> str:
     return f"{len(rows) * len(counts)} row sets x part counts equal to torch.argmax"
 
 
-
 def check_step_io(dtype: torch.dtype) -> str:
     """kernels/step_io.py's two copies: a decode step's outputs land in the staged slot's bytes (those
     the copy to the host reads) and nowhere else, none at slot -1; taken tokens come from the
