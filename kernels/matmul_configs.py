@@ -40,12 +40,18 @@ DECODE_COLUMN_PROGRAMS = 96
 WIDE_N = 32768
 # Prefill bucket (the same rule): a single-launch bf16 matmul of at least PREFILL_ROWS rows runs
 # 128-row warpgroup tiles with 8 warps, as wide as shared memory allows at the weight's own BLOCK_K
-# (PREFILL_TILES, by BLOCK_K), since a prefill launch has column and row tiles enough to fill the
-# GPU and the other tile's 32-wide columns ran at 135-220 TFLOP/s. Chosen from
-# bench/prefill_tiles.py on an H200 (docs/performance.md). float32 plans get a bucket from 64 rows
+# (PREFILL_TILES by BLOCK_K; DEEP_PREFILL_TILES for four K ranges), since a prefill launch has column
+# and row tiles enough to fill the GPU and the other tile's 32-wide columns ran at 135-220 TFLOP/s.
+# Chosen from bench/prefill_tiles.py on an H200 (docs/performance.md). float32 plans get a bucket from 64 rows
 # (their other tile, 64 columns wide), so the CPU path and CI run its choice on short prompts.
 PREFILL_ROWS = {"bfloat16": 1024, "float32": 64}
 PREFILL_TILES = {64: (128, 256, 64, 8, 4), 128: (128, 128, 128, 8, 3)}
+# The prefill tile of a weight with RANGES_DEEP ranges (K >= DEEP_K): a program holds two fp32 tiles
+# (the ranges' sum and the current range's); at 128 x 128 over 8 warps that left llama-1b's down_proj
+# at 916 us for 8,192 rows on an H100, against 499 for the same tile without ranges and 342 for
+# cuBLAS, and 128 x 64 at 4 stages took 663. Two-range weights keep PREFILL_TILES: 128 x 64 made
+# qkv and o slower (302 against 277 us, 202 against 155). bench/deep_prefill.py, docs/performance.md.
+DEEP_PREFILL_TILES = {128: (128, 64, 128, 8, 4)}
 # A prefill-bucket weight of at most this many bytes is walked column tile first (N_MAJOR: grid
 # axis 0 over column tiles), so the programs running together share rows of x and the weight
 # stays in L2 while x streams once; a larger weight walks row tiles first (x stays in L2 instead).
@@ -138,6 +144,8 @@ def _prefill_tiles(n: int, k: int, dtype: str) -> tuple[int, int, int, int, int]
         return block_m, 64, block_k, warps, stages
     if n >= WIDE_N:
         return None
+    if matmul_ranges(n=n, k=k, dtype=dtype) == RANGES_DEEP:
+        return DEEP_PREFILL_TILES[block_k]
     return PREFILL_TILES[block_k]
 
 

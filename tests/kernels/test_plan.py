@@ -13,7 +13,7 @@ import pytest
 import triton
 
 from evidence_db.canonical import canonical_json, file_digest
-from kernels import configs
+from kernels import configs, matmul_configs
 from kernels.plan import CPU_SOURCES, REPO_ROOT, plan_for, preset_plan
 from kernels.shapes import PRESETS, preset
 from kernels.tensors import constexpr_kwargs, launch_kwargs
@@ -250,6 +250,25 @@ def test_narrow_bf16_weights_add_fixed_k_ranges_in_every_bucket():
     assert configs.matmul_silu_configs(intermediate_size=256, k=8192, dtype="bfloat16") == ()
     # ranges must be whole BLOCK_K steps, else one range
     assert configs.matmul_ranges(n=2048, k=2048 + 128, dtype="bfloat16") == 1
+
+
+@pytest.mark.parametrize("name", ["llama-1b", "mistral-7b", "qwen3-0.6b", "gemma3-1b"])
+def test_only_weights_with_four_k_ranges_take_the_deep_prefill_tile(name):
+    """down_proj-like weights (RANGES_DEEP ranges) prefill on DEEP_PREFILL_TILES; every other bucketed
+    weight keeps PREFILL_TILES at its BLOCK_K, so two-range weights' entries are unchanged."""
+    deep = []
+    for entry in preset_plan(name).entries:
+        c = entry.constexpr_dict()
+        if entry.kernel != "matmul" or entry.static_dict().get("min_rows") is None:
+            continue
+        tiles = (c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], entry.num_warps, entry.num_stages)
+        if c.get("SPLITS", 1) == matmul_configs.RANGES_DEEP:
+            deep.append(c["K"])
+            assert tiles == matmul_configs.DEEP_PREFILL_TILES[c["BLOCK_K"]], entry.key
+        else:
+            assert tiles == matmul_configs.PREFILL_TILES[c["BLOCK_K"]], entry.key
+    assert deep == {"llama-1b": [8192], "mistral-7b": [14336]}.get(name, [])
+    assert all(k >= matmul_configs.DEEP_K for k in deep)
 
 
 @pytest.mark.parametrize("name", ["llama-1b", "gemma3-1b", "qwen3-0.6b", "mistral-7b"])
