@@ -55,17 +55,33 @@ FORMS = "tiles,pad,flat,tma,one"
 PADS = [(64, 0), (0, 64), (64, 64), (256, 256)]  # extra elements per row of x, of the weight
 
 
+@triton.jit
+def _tile_ids(N_MAJOR: tl.constexpr):
+    """(row tile, column tile) of this program; N_MAJOR puts column tiles on grid axis 0, as the plan's kernel."""
+    if N_MAJOR:
+        pid_m = tl.program_id(1)
+        pid_n = tl.program_id(0)
+    else:
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+    return pid_m, pid_n
+
+
+@triton.jit
+def _store_tile(out_ptr, acc, pid_m, pid_n, M, N: tl.constexpr, stride_om, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr):
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :], acc.to(out_ptr.dtype.element_ty),
+             mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
 @triton.jit(do_not_specialize=["M"])
 def flat_kernel(x_ptr, w_ptr, out_ptr, M, stride_xm, stride_wn, stride_om,
                 N: tl.constexpr, K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                 BLOCK_K: tl.constexpr, SPLITS: tl.constexpr, N_MAJOR: tl.constexpr):
     # x: [M, K]; w: [N, K]; out: [M, N]. One loop over K; range s's sum added when its last step ends.
-    if N_MAJOR:
-        pid_n = tl.program_id(0)
-        pid_m = tl.program_id(1)
-    else:
-        pid_m = tl.program_id(0)
-        pid_n = tl.program_id(1)
+    pid_m, pid_n = _tile_ids(N_MAJOR)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
@@ -85,20 +101,14 @@ def flat_kernel(x_ptr, w_ptr, out_ptr, M, stride_xm, stride_wn, stride_om,
             else:
                 acc = acc + part
             part = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :], acc.to(out_ptr.dtype.element_ty),
-             mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+    _store_tile(out_ptr, acc, pid_m, pid_n, M, N, stride_om, BLOCK_M, BLOCK_N)
 
 
 @triton.jit(do_not_specialize=["M"])
 def tma_kernel(x_desc, w_desc, out_ptr, M, stride_om, N: tl.constexpr, K: tl.constexpr, BLOCK_M: tl.constexpr,
                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLITS: tl.constexpr, N_MAJOR: tl.constexpr):
     # The plan's nested range loops with descriptor loads (rows past M arrive as zeros).
-    if N_MAJOR:
-        pid_n = tl.program_id(0)
-        pid_m = tl.program_id(1)
-    else:
-        pid_m = tl.program_id(0)
-        pid_n = tl.program_id(1)
+    pid_m, pid_n = _tile_ids(N_MAJOR)
     SPAN: tl.constexpr = K // SPLITS
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for split in tl.static_range(SPLITS):
@@ -108,10 +118,7 @@ def tma_kernel(x_desc, w_desc, out_ptr, M, stride_om, N: tl.constexpr, K: tl.con
             w = w_desc.load([pid_n * BLOCK_N, k0])
             part = tl.dot(x, w.T, part, input_precision="ieee")
         acc = part if split == 0 else acc + part
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :], acc.to(out_ptr.dtype.element_ty),
-             mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+    _store_tile(out_ptr, acc, pid_m, pid_n, M, N, stride_om, BLOCK_M, BLOCK_N)
 
 
 def _entry(base: PlanEntry, bm: int, bn: int, warps: int, stages: int, n_major: bool, splits: int) -> PlanEntry:

@@ -1,9 +1,17 @@
-"""bench/deep_prefill.py without a GPU: usage errors, and its report of a sweep's results."""
+"""bench/deep_prefill.py without a GPU: usage errors, its report of a sweep's results, and its prototype
+kernels against the plan's matmul under Triton's interpreter."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
+
+from kernels.plan import REPO_ROOT
 
 
 @pytest.mark.parametrize("argv, says", [
@@ -55,3 +63,41 @@ def test_the_report_gives_tflops_and_says_which_bits_differ_and_whether_that_was
     assert "| plan | 335 (410) | equal |" in text and "| flat s4 | 354 (388) | 12 differ |" in text
     assert "| tile 128x32 w8 s6 n-major | – | OutOfResources: shared memory |" in text
     assert "| one range (other bits) | 310 (443) | 79214 differ (expected) |" in text
+
+
+def interpreted_forms() -> dict:
+    """Under TRITON_INTERPRET=1: each prototype's float32 output against the plan's kernel with the same
+    tile and 4 K ranges (rows past M in the last row tile, 4 steps a range), as elements that differ."""
+    import triton
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from bench.deep_prefill import flat_kernel, tma_kernel
+    from kernels.matmul import matmul_kernel
+
+    m, n, k, bm, bn, bk, splits = 40, 64, 256, 32, 32, 16, 4
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(m, k, generator=g) * torch.exp2(torch.randint(-8, 9, (m, k), generator=g).float())
+    w = torch.randn(n, k, generator=g)
+    outs = {name: torch.full((m, n), float("nan")) for name in ("plan", "flat", "tma", "one range")}
+    tiles = dict(N=n, K=k, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, N_MAJOR=True)
+    grid = (triton.cdiv(n, bn), triton.cdiv(m, bm))
+    for name, ranges in (("plan", splits), ("one range", 1)):
+        matmul_kernel[grid](x, w, w, outs[name], m, k, k, n, HAS_BIAS=False, OUT_DTYPE=triton.language.float32,
+                            SPLITS=ranges, **tiles)
+    flat_kernel[grid](x, w, outs["flat"], m, k, k, n, SPLITS=splits, **tiles)
+    tma_kernel[grid](TensorDescriptor.from_tensor(x, [bm, bk]), TensorDescriptor.from_tensor(w, [bn, bk]),
+                     outs["tma"], m, n, SPLITS=splits, **tiles)
+    want = outs["plan"].view(torch.int32)
+    return {name: int((out.view(torch.int32) != want).sum()) for name, out in outs.items()}
+
+
+@pytest.mark.slow
+def test_the_prototypes_keep_the_plan_kernel_s_bits_and_dropping_the_ranges_does_not():
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", "import json, tests.kernels.test_deep_prefill as t; "
+                           "print(json.dumps(t.interpreted_forms()))"], cwd=REPO_ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    differ = json.loads(done.stdout.strip().splitlines()[-1])
+    assert differ["plan"] == differ["flat"] == differ["tma"] == 0, differ
+    assert differ["one range"] > 0, "one accumulator over all of K should change some bits (the control)"
