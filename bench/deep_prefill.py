@@ -38,14 +38,15 @@ sys.path.insert(0, str(_BENCH.parent))
 import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 from bench.decode_tiles import adversarial, weights  # noqa: E402
 from bench.kernel_timing import time_calls  # noqa: E402
 from kernels import configs  # noqa: E402
 from kernels.matmul import launch_matmul, matmul_kernel  # noqa: E402
 from kernels.plan import PlanEntry  # noqa: E402
-from kernels.tensors import launch_kwargs  # noqa: E402
 from kernels.shapes import preset  # noqa: E402
+from kernels.tensors import launch_kwargs  # noqa: E402
 
 REPEATS = 7
 # (BLOCK_M, BLOCK_N, warps, stages, N_MAJOR) besides the plan's prefill tile; --tiles replaces them
@@ -181,7 +182,6 @@ def forms(base: PlanEntry, n: int, k: int, tiles: list, kinds: set[str]) -> list
         out.append((f"flat s{stg}", True, flat))
     for stg in (3, 4) if "tma" in kinds else ():
         def tma(x, w, o, stg=stg):
-            from triton.tools.tensor_descriptor import TensorDescriptor
             xd = TensorDescriptor.from_tensor(x, [bm, bk])
             wd = TensorDescriptor.from_tensor(w, [bn, bk])
             grid = _grid(x.shape[0], n, bm, bn, n_major)
@@ -189,8 +189,8 @@ def forms(base: PlanEntry, n: int, k: int, tiles: list, kinds: set[str]) -> list
                                             BLOCK_K=bk, SPLITS=splits, N_MAJOR=n_major, num_warps=warps,
                                             num_stages=stg)
         out.append((f"tma s{stg}", True, tma))
-    one = _entry(base, bm, bn, warps, stages, n_major, 1)
     if "one" in kinds:
+        one = _entry(base, bm, bn, warps, stages, n_major, 1)
         out.append(("one range (other bits)", False, lambda x, w, o: lambda: launch_matmul(x, w, None, o, one)))
     return out
 
