@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from engine.checkpoint import preset_config
 from engine.detokenize import DetokenizeStream
@@ -46,10 +46,16 @@ def test_round_trip(tok, text):
 
 
 @given(st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=60))
+@example("say <|python_tag|> then <|eot_id|>")
 @settings(max_examples=150, deadline=None)
 def test_any_text_round_trips(tiny_tok_dir, text):
+    """Any text comes back from its ids. A special token written in the text (``<|eot_id|>``) is read as
+    that token, as transformers and vLLM read it, so skipping special tokens drops exactly those ids."""
     tok = Tokenizer.from_dir(tiny_tok_dir)
-    assert tok.decode(tok.encode(text, add_special_tokens=False)) == text
+    ids = tok.encode(text, add_special_tokens=False)
+    assert tok.decode(ids, skip_special_tokens=False) == text
+    assert tok.decode(ids) == tok.decode([i for i in ids if i not in tok.special_token_ids],
+                                         skip_special_tokens=False)
 
 
 def test_vocabulary_and_special_ids_match_config(tok):
