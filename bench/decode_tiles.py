@@ -122,7 +122,8 @@ class Linear:
         return run
 
 
-def _dtype(name: str) -> torch.dtype:
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype a plan names (float32, bfloat16)."""
     return {"float32": torch.float32, "bfloat16": torch.bfloat16}[name]
 
 
@@ -131,9 +132,9 @@ def _warm(job: tuple) -> tuple[tuple, str | None]:
     n, k, dtype, out_dtype, tiles = job
     try:
         lin = Linear(n, k, dtype, out_dtype, tiles)
-        x = torch.randn(2, k, device="cuda").to(_dtype(dtype))
-        w = torch.randn(n, k, device="cuda").to(_dtype(dtype))
-        out = torch.empty(2, n, dtype=_dtype(out_dtype), device="cuda")
+        x = torch.randn(2, k, device="cuda").to(torch_dtype(dtype))
+        w = torch.randn(n, k, device="cuda").to(torch_dtype(dtype))
+        out = torch.empty(2, n, dtype=torch_dtype(out_dtype), device="cuda")
         lin.call(x, w, out, lin.buffers(x, out))()
         torch.cuda.synchronize()
         return job, None
@@ -165,7 +166,7 @@ def adversarial(rows: int, cols: int, dtype: str, seed: int) -> torch.Tensor:
     mant = torch.rand(rows, cols, device="cuda", generator=g) + 1.0
     exps = torch.randint(-12, 13, (rows, cols), device="cuda", generator=g).float()
     sign = torch.randint(0, 2, (rows, cols), device="cuda", generator=g).float() * 2 - 1
-    return (sign * mant * torch.exp2(exps)).to(_dtype(dtype))
+    return (sign * mant * torch.exp2(exps)).to(torch_dtype(dtype))
 
 
 def probe(lin_decode: Linear, lin_prefill: Linear, n: int, k: int, dtype: str, out_dtype: str) -> list[str]:
@@ -173,7 +174,7 @@ def probe(lin_decode: Linear, lin_prefill: Linear, n: int, k: int, dtype: str, o
     x = adversarial(PREFILL_M, k, dtype, 1)
     w = adversarial(n, k, dtype, 2)
     bits = torch.int32 if out_dtype == "float32" else torch.int16
-    full = torch.empty(PREFILL_M, n, dtype=_dtype(out_dtype), device="cuda")
+    full = torch.empty(PREFILL_M, n, dtype=torch_dtype(out_dtype), device="cuda")
     lin_prefill.call(x, w, full, lin_prefill.buffers(x, full))()
     failures = []
     for m in PROBE_MS:
@@ -196,9 +197,9 @@ def plan_prefill_tiles(n: int, k: int, dtype: str, bk: int, splits: int) -> tupl
 
 def sweep_weight(role: str, n: int, k: int, dtype: str, out_dtype: str, m: int, errors: dict) -> dict:
     copies = max(1, min(64, -(-L2_FLUSH_BYTES // (2 * n * k))))
-    ws = [(torch.randn(n, k, device="cuda") * k ** -0.5).to(_dtype(dtype)) for _ in range(copies)]
-    xs = [torch.randn(m, k, device="cuda").to(_dtype(dtype)) for _ in range(copies)]
-    outs = [torch.empty(m, n, dtype=_dtype(out_dtype), device="cuda") for _ in range(copies)]
+    ws = [(torch.randn(n, k, device="cuda") * k ** -0.5).to(torch_dtype(dtype)) for _ in range(copies)]
+    xs = [torch.randn(m, k, device="cuda").to(torch_dtype(dtype)) for _ in range(copies)]
+    outs = [torch.empty(m, n, dtype=torch_dtype(out_dtype), device="cuda") for _ in range(copies)]
     torch_us = time_calls([lambda x=x, w=w, o=o: o.copy_(torch.nn.functional.linear(x, w))
                            for x, w, o in zip(xs, ws, outs)], device="cuda", repeats=REPEATS)[0]
     row: dict = {"role": role, "n": n, "k": k, "m": m, "weight_bytes": 2 * n * k, "torch_us": torch_us,
@@ -221,8 +222,8 @@ def sweep_weight(role: str, n: int, k: int, dtype: str, out_dtype: str, m: int, 
         except Exception as exc:
             rec["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
     timed = sorted((r for r in row["decode"] if "us" in r), key=lambda r: r["us"])
-    x = torch.randn(PREFILL_M, k, device="cuda").to(_dtype(dtype))
-    out = torch.empty(PREFILL_M, n, dtype=_dtype(out_dtype), device="cuda")
+    x = torch.randn(PREFILL_M, k, device="cuda").to(torch_dtype(dtype))
+    out = torch.empty(PREFILL_M, n, dtype=torch_dtype(out_dtype), device="cuda")
     for bk, splits in sorted({(r["tiles"][2], r["tiles"][5]) for r in timed[:12]}
                              | {(matmul_configs._matmul_tiles(n, k, dtype)[2], 1)}):
         tiles = plan_prefill_tiles(n, k, dtype, bk, splits)

@@ -16,7 +16,7 @@ from kernels.plan import REPO_ROOT
 
 @pytest.mark.parametrize("argv, says", [
     (["--tiles", "128x64w8s4"], "'128x64w8s4' is not a tile like 128x64w8s4n"),
-    (["--ms", "4096,lots"], "--tiles or --ms"),
+    (["--ms", "4096,lots"], "--ms 4096,lots: expected row counts separated by commas"),
     (["--forms", "tiles,fast"], "--forms: unknown fast; known: tiles,pad,flat,tma,one"),
     (["--roles", "gate_up,lm_head"], "no weight of llama-1b with K ranges and a prefill bucket"),
 ])
