@@ -58,7 +58,7 @@ def test_the_selection_keeps_cli_tests_and_drops_engine_runs():
 
 @pytest.mark.slow
 def test_cli_tests_pass_at_a_narrow_and_a_very_wide_terminal_width():
-    # Both widths at once: the suite only waits meanwhile, so each run has a core of its own.
+    # Both widths at once: this test only waits meanwhile.
     runs = {}
     for columns in (40, 300):
         env = {**os.environ, "COLUMNS": str(columns)}
