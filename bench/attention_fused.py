@@ -7,7 +7,8 @@ state and merges a token's segments in a second launch; the one-kernel form
 (kernels/attention_prefill.py) walks the same segments one after another in the program of a
 query block and merges them as they end, storing only the output. For each case (``BxQ``: B
 fresh prompts of Q tokens; ``BxQ@C``: Q query tokens after C cached positions) this times the
-pair, the one-kernel form at the plan's tile and at other tiles, and, for fresh prompts, torch's
+pair, the one-kernel form at the plan's tile and at other tiles, its prototype that masks only the
+tiles a causal mask can cut (bench/attention_diagonal.py), and, for fresh prompts, torch's
 SDPA on the same KV gathered dense (its causal mask is aligned to the top left when queries and
 keys differ in number, so cached cases would not compare); it compares every output with the
 pair's, bitwise. Writes ``DIR/attention_fused.json`` and ``DIR/attention_fused.md``.
@@ -27,13 +28,16 @@ sys.path.insert(0, str(_BENCH.parent))
 import torch  # noqa: E402
 
 from bench import sweep_cases as sc  # noqa: E402
+from bench.attention_diagonal import diagonal_attention  # noqa: E402
 from bench.kernel_timing import time_calls  # noqa: E402
 from kernels.plan import preset_plan  # noqa: E402
 from tests.kernels.attention_cases import one_kernel_attention  # noqa: E402
 
-# (form, BLOCK_Q, warps, stages): the pair at the plan's tile first, then the one-kernel form
+# (form, BLOCK_Q, warps, stages): the pair at the plan's tile first, then the one-kernel form, then its
+# prototype that masks only the tiles a causal mask can cut (bench/attention_diagonal.py)
 TILES = [("pair", 16, 4, 2), ("one kernel", 16, 4, 2), ("one kernel", 32, 8, 2), ("one kernel", 32, 4, 2),
-         ("one kernel", 16, 4, 3), ("one kernel", 16, 8, 2), ("one kernel", 8, 4, 2)]
+         ("one kernel", 16, 4, 3), ("one kernel", 16, 8, 2), ("one kernel", 8, 4, 2), ("diagonal masked", 16, 4, 2),
+         ("diagonal masked", 32, 8, 2), ("diagonal masked", 16, 8, 2)]
 
 
 def cases(text: str) -> list[tuple[int, int, int]]:
@@ -77,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
                 call = sc.attention_call(sc.with_config(entry, {"BLOCK_Q": block_q}, warps, stages))
             else:
                 tile = sc.with_config(one, {"BLOCK_Q": block_q}, warps, stages)
-                call = one_kernel_attention(kernel=True, entry=tile)
+                call = diagonal_attention(tile) if form == "diagonal masked" else \
+                    one_kernel_attention(kernel=True, entry=tile)
             try:
                 out = call(*inputs, scale)
                 if reference is None:
