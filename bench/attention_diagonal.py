@@ -95,8 +95,8 @@ def diagonal_attention_kernel(q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, flag_ptr
     last = context + (block_end - 1 - q_start)
     num_tiles = tl.where(block_end > block_start, last // BLOCK_N + 1, 0)
     # tiles below this one hold only keys at or below the block's first position: no row masks any of them
-    num_open_tiles = tl.where(block_end > block_start, (context + (block_start - q_start) + 1) // BLOCK_N + EXTRA_OPEN,
-                              0)
+    # (an empty block walks no segment, so needs no guard here)
+    num_open_tiles = (context + (block_start - q_start) + 1) // BLOCK_N + EXTRA_OPEN
     q = tl.load(q_ptr + rows[:, None] * stride_qt + heads[:, None] * stride_qh + offs_d[None, :], mask=is_row[:, None],
                 other=0.0)
     ones = tl.full([BLOCK_N, 16], 1.0, tl.float32).to(DTYPE)
