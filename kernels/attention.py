@@ -103,9 +103,8 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
     # q: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; block_table: [B, max_pages] int32
     # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32 (segment stride D, unit stride on D)
-    if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
+    # The step's metadata is staged before the forward and written by none of its launches (contract:
+    # immutable), so it is read before the PDL wait, while the previous launch drains.
     program = tl.program_id(0)
     kv_head = tl.program_id(1)
     segment = tl.program_id(2)  # keys [segment * SEG, (segment + 1) * SEG)
@@ -116,6 +115,9 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
     q_start = tl.load(query_start_ptr + seq)
     q_end = tl.load(query_start_ptr + seq + 1)
     context = tl.load(seq_lens_ptr + seq) - (q_end - q_start)  # KV positions cached before this step
+    if PDL:  # launched early (programmatic dependent launch): nothing else before the previous launch ends
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     first_end = tl.where(q_start % BLOCK_Q == 0, q_start, tl.minimum(q_end, (q_start // BLOCK_Q + 1) * BLOCK_Q))
     block_start = tl.where(is_packed, packed_start, q_start)
     block_end = tl.where(is_packed, tl.minimum(q_end, packed_start + BLOCK_Q), first_end)
@@ -263,8 +265,9 @@ def check_split_scratch(q: torch.Tensor, block_table: torch.Tensor, m: torch.Ten
 def launch_attention_partial(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                              block_table: torch.Tensor, query_start_loc: torch.Tensor, seq_lens: torch.Tensor,
                              seq_idx: torch.Tensor, m: torch.Tensor, l: torch.Tensor, acc: torch.Tensor,
-                             entry: PlanEntry) -> None:
-    """Check the contract, then launch attention_partial_kernel on grid (cdiv(T, BLOCK_Q) + B, Hkv, NUM_SEG)."""
+                             entry: PlanEntry, *, early: bool = True) -> None:
+    """Check the contract, then launch attention_partial_kernel on grid (cdiv(T, BLOCK_Q) + B, Hkv, NUM_SEG)
+    (``early``: as in kernels/tensors.py ``launch_kwargs``)."""
     # q: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; block_table: [B, max_pages] int32
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32 (from split_scratch)
     check_paged_attention(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, entry)
@@ -276,4 +279,4 @@ def launch_attention_partial(q: torch.Tensor, k_cache: torch.Tensor, v_cache: to
     attention_partial_kernel[grid](
         q, k_cache, v_cache, m, l, acc, block_table, query_start_loc, seq_lens, seq_idx, q.shape[0], q.stride(0),
         q.stride(1), m.stride(0), m.stride(1), acc.stride(0), acc.stride(1), block_table.stride(0), k_cache.stride(0),
-        k_cache.stride(1), k_cache.stride(2), **launch_kwargs(entry))
+        k_cache.stride(1), k_cache.stride(2), **launch_kwargs(entry, early=early))

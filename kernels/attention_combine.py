@@ -45,14 +45,16 @@ def attention_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, flag_ptr, query_sta
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32; out: [T, Hq, D]
     # flag: [T, Hq] float32 (unit stride on the head); BLOCK_H divides Hq
     # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
-    if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
+    # The step's metadata is staged before the forward and written by none of its launches (contract:
+    # immutable), so it is read before the PDL wait, while the previous launch drains.
     row = tl.program_id(0)
     seq = tl.load(seq_idx_ptr + row)
     q_start = tl.load(query_start_ptr + seq)
     q_end = tl.load(query_start_ptr + seq + 1)
     position = tl.load(seq_lens_ptr + seq) - (q_end - q_start) + (row - q_start)
+    if PDL:  # launched early (programmatic dependent launch): nothing else before the previous launch ends
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     offs_d = tl.arange(0, D)
     # The first merged segment holds the first key the query sees (key 0, or with a window its
     # window start): its state is finite (l >= 1) and starts the merge; every later segment up to

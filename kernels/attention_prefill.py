@@ -61,9 +61,8 @@ def attention_prefill_kernel(q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, flag_ptr,
     # q, out: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; block_table: [B, max_pages] int32
     # flag: [T, Hq] float32 (unit stride on the head); query_start: [B + 1] int32; seq_lens: [B] int32
     # (KV length incl. this step); seq_idx: [T] int32
-    if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
+    # The step's metadata is staged before the forward and written by none of its launches (contract:
+    # immutable), so it is read before the PDL wait, while the previous launch drains.
     program = tl.program_id(0)
     kv_head = tl.program_id(1)
     # The query block of the pair's program (program, kv_head, *): kernels/attention.py says why
@@ -74,6 +73,9 @@ def attention_prefill_kernel(q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, flag_ptr,
     q_start = tl.load(query_start_ptr + seq)
     q_end = tl.load(query_start_ptr + seq + 1)
     context = tl.load(seq_lens_ptr + seq) - (q_end - q_start)  # KV positions cached before this step
+    if PDL:  # launched early (programmatic dependent launch): nothing else before the previous launch ends
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     first_end = tl.where(q_start % BLOCK_Q == 0, q_start, tl.minimum(q_end, (q_start // BLOCK_Q + 1) * BLOCK_Q))
     block_start = tl.where(is_packed, packed_start, q_start)
     block_end = tl.where(is_packed, tl.minimum(q_end, packed_start + BLOCK_Q), first_end)
@@ -193,8 +195,10 @@ def check_attention_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
 
 def launch_attention_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
                              query_start_loc: torch.Tensor, seq_lens: torch.Tensor, seq_idx: torch.Tensor,
-                             out: torch.Tensor, nonfinite: torch.Tensor, entry: PlanEntry) -> None:
-    """Check the contract, then launch attention_prefill_kernel on grid (cdiv(T, BLOCK_Q) + B, Hkv)."""
+                             out: torch.Tensor, nonfinite: torch.Tensor, entry: PlanEntry, *,
+                             early: bool = True) -> None:
+    """Check the contract, then launch attention_prefill_kernel on grid (cdiv(T, BLOCK_Q) + B, Hkv)
+    (``early``: as in kernels/tensors.py ``launch_kwargs``)."""
     # q, out: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; nonfinite: [T, Hq] fp32
     check_attention_prefill(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, nonfinite,
                             entry)
@@ -204,4 +208,4 @@ def launch_attention_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: to
     attention_prefill_kernel[grid](
         q, k_cache, v_cache, out, nonfinite, block_table, query_start_loc, seq_lens, seq_idx, q.shape[0], q.stride(0),
         q.stride(1), out.stride(0), out.stride(1), nonfinite.stride(0), block_table.stride(0), k_cache.stride(0),
-        k_cache.stride(1), k_cache.stride(2), **launch_kwargs(entry))
+        k_cache.stride(1), k_cache.stride(2), **launch_kwargs(entry, early=early))

@@ -231,7 +231,10 @@ def rope_store_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: 
 
     ``cos_sin`` [max_pos, D] float32 holds cos in its first D/2 columns and sin in its last D/2.
     ``nonfinite`` [T, Hkv] float32 receives the finiteness flag of each written K/V row (1.0: inf
-    or NaN; 0.0 everywhere when the plan is sealed without the check).
+    or NaN; 0.0 everywhere when the plan is sealed without the check). On CUDA the kernel reads
+    ``positions``, ``slot_mapping`` and ``cos_sin`` before it waits for the previous launch
+    (programmatic dependent launch): the launch just before this call must not write them (a forward
+    stages them before its layers).
     """
     entry = require(configs.rope_store_kv_config(
         num_heads=q.shape[1], num_kv_heads=k_cache.shape[2], head_dim=k_cache.shape[3], page_size=k_cache.shape[1],
@@ -309,7 +312,10 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     by ``c * tanh(s / c)`` before masking (attention logit softcapping); 0 is off. Both select the
     plan entries (``_w<W>``, ``_cap<c>``), so the plan must hold them.
     ``seq_idx`` [T] int32, each token's request, is :func:`token_requests` of ``query_start_loc``; a
-    forward passes it in so that every layer does not recompute it.
+    forward passes it in so that every layer does not recompute it. On CUDA the kernels read
+    ``seq_idx``, ``query_start_loc`` and ``seq_lens`` before they wait for the previous launch
+    (programmatic dependent launch): the launch just before this call must not write them (a forward
+    stages them before its layers).
 
     Two launches (their entries: :func:`attention_entries`): the KV walk cut into segments of SEG
     keys (kernels/attention.py) stores each token's softmax state per segment to fp32 scratch
@@ -329,20 +335,27 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
                                           k_cache.shape[0], k_cache.shape[1])
         if seq_idx is not None:
             metadata.check_seq_idx(seq_idx, query_start_loc, num_tokens)
+    # The kernels read seq_idx before their PDL wait (contract: immutable); computed here, by the launch
+    # just before theirs, it is read only after that launch ends.
+    early = seq_idx is not None
     if seq_idx is None:
         seq_idx = metadata.token_requests(query_start_loc, num_tokens)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     flags = _flags(nonfinite, num_tokens, q.shape[1], q.device)
     on_cuda = _on_cuda(q, k_cache, v_cache, block_table, query_start_loc, seq_lens)
     if fused is not None:
-        (launch_attention_prefill if on_cuda else cpu_attention.attention_prefill)(
-            q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, flags, fused)
+        if on_cuda:
+            launch_attention_prefill(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out, flags,
+                                     fused, early=early)
+        else:
+            cpu_attention.attention_prefill(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, out,
+                                            flags, fused)
         return out
     entry, combine = attention_entries(q, k_cache, block_table, scale, window=window, softcap=softcap)
     m, l, acc = split_scratch(q, block_table, entry)  # m, l: [T, Hq, NUM_SEG]; acc: [T, Hq, NUM_SEG, D]
     if on_cuda:
         launch_attention_partial(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, m, l, acc,
-                                 entry)
+                                 entry, early=early)
         launch_attention_combine(m, l, acc, query_start_loc, seq_lens, seq_idx, out, flags, combine)
     else:
         cpu_attention.attention_partial(q, k_cache, v_cache, block_table, query_start_loc, seq_lens, seq_idx, m, l,

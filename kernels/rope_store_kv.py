@@ -36,9 +36,8 @@ def rope_store_kv_kernel(q_ptr, k_ptr, v_ptr, q_out_ptr, k_cache_ptr, v_cache_pt
                          CHECK: tl.constexpr, DTYPE: tl.constexpr, PDL: tl.constexpr = False):
     # q, q_out: [T, Hq, 2*HALF]; k, v: [T, Hkv, 2*HALF]; pos, slot: [T] int64; cs: [max_pos, 2*HALF] fp32
     # k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, 2*HALF] (same strides); flag: [T, Hkv] fp32, unit head stride
-    if PDL:  # launched early (programmatic dependent launch): no access before the previous launch ends
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
+    # The token's position and slot (staged before the forward) and the cos/sin table (the model's) are
+    # written by no launch of the forward (contract: immutable), so they are read before the PDL wait.
     row = tl.program_id(0)
     q_head = (tl.program_id(1) * BLOCK_Q + tl.arange(0, BLOCK_Q))[:, None, None]
     kv_index = tl.program_id(1) * BLOCK_KV + tl.arange(0, BLOCK_KV)
@@ -51,6 +50,10 @@ def rope_store_kv_kernel(q_ptr, k_ptr, v_ptr, q_out_ptr, k_cache_ptr, v_cache_pt
     pos = tl.load(pos_ptr + row)
     cos = tl.load(cs_ptr + pos * stride_cs + offs)
     sin = tl.load(cs_ptr + pos * stride_cs + HALF + offs)
+    slot = tl.load(slot_ptr + row)
+    if PDL:  # launched early (programmatic dependent launch): nothing else before the previous launch ends
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     is_q = (q_head < q_heads) & (col < 2 * HALF)
     is_kv = (kv_head < kv_heads) & (col < 2 * HALF)
 
@@ -66,7 +69,6 @@ def rope_store_kv_kernel(q_ptr, k_ptr, v_ptr, q_out_ptr, k_cache_ptr, v_cache_pt
     k_pair = tl.load(k_src + partner, mask=is_kv, other=0.0).to(tl.float32)
     k_rot = (k * cos - tl.where(is_first, k_pair, -k_pair) * sin).to(DTYPE)
     v = tl.load(v_ptr + row * stride_vt + kv_head * stride_vh + col, mask=is_kv, other=0.0)
-    slot = tl.load(slot_ptr + row)
     dst = (slot // PAGE_SIZE) * stride_page + (slot % PAGE_SIZE) * stride_slot + kv_head * stride_head + col
     tl.store(k_cache_ptr + dst, k_rot, mask=is_kv)
     tl.store(v_cache_ptr + dst, v, mask=is_kv)

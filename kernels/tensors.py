@@ -54,12 +54,15 @@ def constexpr_kwargs(entry: PlanEntry) -> dict[str, Any]:
     return dict(known[1])
 
 
-def launch_kwargs(entry: PlanEntry) -> dict[str, Any]:
+def launch_kwargs(entry: PlanEntry, *, early: bool = True) -> dict[str, Any]:
     """Everything a launch of ``entry`` passes by keyword: its constexprs, warps and stages, and
     ``launch_pdl`` where the entry's kernel waits for the previous launch itself (PDL; not under
-    the Triton interpreter, which runs the entry with PDL off)."""
+    the Triton interpreter, which runs the entry with PDL off). ``early=False`` leaves
+    ``launch_pdl`` out: the launch starts after the previous one ends, as any launch does, and its
+    wait returns at once (for a caller whose previous launch wrote what the kernel reads before its
+    wait)."""
     kwargs = constexpr_kwargs(entry)
-    if kwargs.get("PDL"):
+    if kwargs.get("PDL") and early:
         from triton import knobs
 
         if knobs.runtime.interpret:  # one launch after another, and no PTX to run the wait: vacuous there

@@ -61,7 +61,8 @@ CATALOGUE = {a.id: a for a in (
                       "In a kernel launched with launch_pdl, tl.extra.cuda.gdc_wait() returns only after every "
                       "earlier launch on the stream has finished and its writes are visible; "
                       "gdc_launch_dependents lets the next launch start early and orders nothing. Tensors a "
-                      "contract marks immutable are written by no launch while the plan runs."),
+                      "contract marks immutable (weights, the cos/sin table, a step's metadata, which the "
+                      "engine stages before a forward's layers) are written by no launch while the plan runs."),
     TrustedAssumption("z3-solver", "Z3 and the solver encoding",
                       "Z3 answers correctly, and the integer encoding (mathematical integers with explicit "
                       "32-bit range obligations, C division) matches Triton's integer semantics."),

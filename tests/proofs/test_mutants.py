@@ -80,6 +80,8 @@ def test_combine_order_counterexample_puts_one_launch_on_each_side_of_the_switch
 PDL_CASES = [
     ("pdl_read_before_wait", "matmul_kernel", "the load of x_ptr at line 24 comes before the grid-dependency wait"),
     ("pdl_no_wait", "rms_norm_kernel", "the load of x_ptr at line 19 comes before any grid-dependency wait"),
+    ("pdl_rope_v_before_wait", "rope_store_kv_kernel",
+     "the load of v_ptr at line 36 comes before the grid-dependency wait"),
 ]
 
 
