@@ -165,3 +165,24 @@ def test_metadata_checks_can_be_turned_off():
                                 torch.zeros(8, 16), torch.zeros(2, 16, 2, 16), torch.zeros(2, 16, 2, 16),
                                 torch.tensor([3, 3]))
     assert out.shape == (2, 4, 16)  # the repeated slot was not refused
+
+
+@pytest.mark.parametrize("tokens,kv_len", [(3, 5), (1, 700)], ids=["one-kernel", "pair"])
+def test_attention_launches_early_only_on_a_seq_idx_it_did_not_compute(monkeypatch, tokens, kv_len):
+    """The kernels read seq_idx before their PDL wait: computed here, by the launch just before
+    theirs, it must not be read early, so that launch goes without launch_pdl."""
+    calls = []
+    monkeypatch.setattr(ops, "_on_cuda", lambda *tensors: True)
+    monkeypatch.setattr(ops, "launch_attention_prefill", lambda *a, early: calls.append(("one kernel", early)))
+    monkeypatch.setattr(ops, "launch_attention_partial", lambda *a, early: calls.append(("pair", early)))
+    monkeypatch.setattr(ops, "launch_attention_combine", lambda *a: calls.append(("combine", None)))
+    pages = -(-kv_len // 16)
+    q, cache = torch.zeros(tokens, 4, 16), torch.zeros(pages, 16, 2, 16)
+    meta = dict(block_table=torch.arange(pages, dtype=torch.int32)[None], scale=0.25,
+                seq_lens=torch.tensor([kv_len], dtype=torch.int32),
+                query_start_loc=torch.tensor([0, tokens], dtype=torch.int32))
+    with use_plan(tiny_plan("float32")):
+        ops.paged_attention(q, cache, cache, **meta, seq_idx=torch.zeros(tokens, dtype=torch.int32))
+        ops.paged_attention(q, cache, cache, **meta)
+    form = "one kernel" if tokens > 1 else "pair"
+    assert [c for c in calls if c[0] != "combine"] == [(form, True), (form, False)]

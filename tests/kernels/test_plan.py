@@ -279,6 +279,9 @@ def test_bf16_plans_launch_every_activation_kernel_with_pdl(name):
     assert without == [e.key for e in plan.entries if e.kernel == "logit_softcap"]
     entry = plan.entry(next(k for k in plan.keys() if k.startswith("rms_norm.")))
     assert launch_kwargs(entry)["launch_pdl"] is True and "launch_pdl" not in constexpr_kwargs(entry)
+    # early=False: a plain launch of the same compiled kernel (its wait then returns at once)
+    plain = launch_kwargs(entry, early=False)
+    assert "launch_pdl" not in plain and plain["PDL"] is True
 
 
 def test_float32_plans_launch_without_pdl():
