@@ -57,7 +57,8 @@ def _decode(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
         g, p = graphs.get(context, {}), profile.get(context, {})
         out[context] = {"tokens_per_s": (g.get("tokens_per_s") or {}).get("median"),
                         "step_ms": (g.get("step_ms") or {}).get("median"),
-                        "graph_gpu_ms": p.get("graph_gpu_ms"), "launches": p.get("plan_launches_per_step")}
+                        "graph_gpu_ms": p.get("graph_gpu_ms"), "launches": p.get("plan_launches_per_step"),
+                        "not_run": g.get("skipped") or g.get("error")}
     return out
 
 
@@ -69,7 +70,6 @@ def summary(rounds: list[dict[str, dict[str, Any]]]) -> str:
     """Markdown: every round's figures by tree, then each tree's medians over the rounds against base's."""
     sides = list(rounds[0])
     contexts = sorted({c for r in rounds for side in r.values() for c in side}, key=int)
-    # a step slower than its graph replay by more than the launch gap: the host set its pace
     lines = ["| round | tree | " + " | ".join(f"{int(c):,}: tok/s, step ms, graph ms" for c in contexts)
              + " | launches |", "|---|---|" + "---|" * len(contexts) + "---|"]
     for i, r in enumerate(rounds, 1):
@@ -79,6 +79,13 @@ def summary(rounds: list[dict[str, dict[str, Any]]]) -> str:
                      f"{_fmt(r[side].get(c, {}).get('graph_gpu_ms'), '.3f')}" for c in contexts]
             launches = {r[side][c].get("launches") for c in r[side]} - {None}
             lines.append(f"| {i} | {side} | " + " | ".join(cells) + f" | {_fmt(max(launches, default=None), 'd')} |")
+    # a dash from a decode the process did not run says why
+    missing = [f"- round {i}, {side}, context {int(c):,}: decode not run: {r[side][c]['not_run']}"
+               for i, r in enumerate(rounds, 1) for side in sides for c in contexts
+               if r[side].get(c, {}).get("not_run")]
+    if missing:
+        lines += ["", "Not measured, with the reason the process gave (for a time budget, raise --budget-s):", "",
+                  *missing]
 
     def median(side: str, c: str, key: str) -> float | None:
         values = [r[side].get(c, {}).get(key) for r in rounds]

@@ -25,6 +25,9 @@ def test_each_tree_is_summarised_against_base_by_the_medians_of_its_rounds():
     # medians 3,100 against 3,000 tok/s and 1.250 against 1.300 ms
     assert "| new | 3,100 (1.033), 1.250 (0.962) | —, — |" in table
     assert "| base | 3,000 (1.000), 1.300 (1.000) | —, — |" in table
+    # each dash of a decode the process skipped says why
+    assert "- round 2, base, context 1,024: decode not run: time budget" in table
+    assert "context 0: decode not run" not in table
 
 
 def test_a_tree_without_the_benchmark_is_a_usage_error(tmp_path, capsys):
