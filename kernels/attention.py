@@ -103,8 +103,9 @@ def attention_partial_kernel(q_ptr, k_cache_ptr, v_cache_ptr, m_ptr, l_ptr, acc_
     # q: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; block_table: [B, max_pages] int32
     # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32 (segment stride D, unit stride on D)
-    # The step's metadata is staged before the forward and written by none of its launches (contract:
-    # immutable), so it is read before the PDL wait, while the previous launch drains.
+    # The step's metadata is staged (seq_idx: computed once) before the forward's layers and written by
+    # none of their launches (contract: immutable), so it is read before the PDL wait, as the previous
+    # launch drains.
     program = tl.program_id(0)
     kv_head = tl.program_id(1)
     segment = tl.program_id(2)  # keys [segment * SEG, (segment + 1) * SEG)

@@ -45,8 +45,9 @@ def attention_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, flag_ptr, query_sta
     # m, l: [T, Hq, NUM_SEG] fp32; acc: [T, Hq, NUM_SEG, D] fp32; out: [T, Hq, D]
     # flag: [T, Hq] float32 (unit stride on the head); BLOCK_H divides Hq
     # query_start: [B + 1] int32; seq_lens: [B] int32 (KV length incl. this step); seq_idx: [T] int32
-    # The step's metadata is staged before the forward and written by none of its launches (contract:
-    # immutable), so it is read before the PDL wait, while the previous launch drains.
+    # The step's metadata is staged (seq_idx: computed once) before the forward's layers and written by
+    # none of their launches (contract: immutable), so it is read before the PDL wait, as the previous
+    # launch drains.
     row = tl.program_id(0)
     seq = tl.load(seq_idx_ptr + row)
     q_start = tl.load(query_start_ptr + seq)

@@ -61,8 +61,9 @@ def attention_prefill_kernel(q_ptr, k_cache_ptr, v_cache_ptr, out_ptr, flag_ptr,
     # q, out: [T, Hq, D]; k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, D]; block_table: [B, max_pages] int32
     # flag: [T, Hq] float32 (unit stride on the head); query_start: [B + 1] int32; seq_lens: [B] int32
     # (KV length incl. this step); seq_idx: [T] int32
-    # The step's metadata is staged before the forward and written by none of its launches (contract:
-    # immutable), so it is read before the PDL wait, while the previous launch drains.
+    # The step's metadata is staged (seq_idx: computed once) before the forward's layers and written by
+    # none of their launches (contract: immutable), so it is read before the PDL wait, as the previous
+    # launch drains.
     program = tl.program_id(0)
     kv_head = tl.program_id(1)
     # The query block of the pair's program (program, kv_head, *): kernels/attention.py says why

@@ -36,8 +36,9 @@ def rope_store_kv_kernel(q_ptr, k_ptr, v_ptr, q_out_ptr, k_cache_ptr, v_cache_pt
                          CHECK: tl.constexpr, DTYPE: tl.constexpr, PDL: tl.constexpr = False):
     # q, q_out: [T, Hq, 2*HALF]; k, v: [T, Hkv, 2*HALF]; pos, slot: [T] int64; cs: [max_pos, 2*HALF] fp32
     # k_cache, v_cache: [num_pages, PAGE_SIZE, Hkv, 2*HALF] (same strides); flag: [T, Hkv] fp32, unit head stride
-    # The token's position and slot (staged before the forward) and the cos/sin table (the model's) are
-    # written by no launch of the forward (contract: immutable), so they are read before the PDL wait.
+    # The token's position and slot (staged before the forward's layers) and the cos/sin table (the
+    # model's) are written by none of the layers' launches (contract: immutable), so they are read
+    # before the PDL wait.
     row = tl.program_id(0)
     q_head = (tl.program_id(1) * BLOCK_Q + tl.arange(0, BLOCK_Q))[:, None, None]
     kv_index = tl.program_id(1) * BLOCK_KV + tl.arange(0, BLOCK_KV)
